@@ -1,0 +1,38 @@
+"""Settings of one evaluation, with the defaults of design.md section 2.
+
+Contract: plain data, no behaviour. Every field has a default a user can rely
+on; the CLI exposes the common ones. Phases: "compile" (static checks and
+build), "verify" (+ correctness), "profile" (+ timing and reward; the default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Phase = Literal["compile", "verify", "profile"]
+PHASES: tuple[Phase, ...] = ("compile", "verify", "profile")
+
+
+@dataclass
+class EvalConfig:
+    phase: Phase = "profile"
+    # correctness
+    n_correctness: int = 5  # input sets, each from a fresh secret seed
+    # timing
+    n_warmup: int = 5
+    n_timed: int = 50  # timed calls per round (median taken)
+    max_cv: float = 0.05  # re-measure while the coefficient of variation is above this
+    max_rounds: int = 3
+    n_timing_sets: int = 2  # input sets rotated through during timing, outputs re-checked
+    # time budgets, seconds, per phase
+    compile_timeout: float = 300.0
+    load_timeout: float = 120.0
+    correctness_timeout: float = 120.0
+    timing_timeout: float = 300.0
+    baseline_timeout: float = 600.0
+    # caches
+    use_cache: bool = True  # build cache, baseline cache, result cache
+    # build
+    arch: str | None = None  # e.g. "9.0"; None: TORCH_CUDA_ARCH_LIST, else the GPU's, else 9.0
+    jobs: int = 0  # parallel compiler processes; 0 = number of CPUs

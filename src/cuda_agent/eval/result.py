@@ -1,0 +1,143 @@
+"""Typed results of one evaluation.
+
+Contract: `EvalResult` is plain data (JSON round-trips through `to_dict` /
+`from_dict`). Everything a candidate can do wrong (fail to compile, crash,
+hang, produce wrong numbers, hack) is expressed here as a `Status` plus
+`Finding`s, never as an exception. The reward is not stored separately from
+the evidence: it is computed from `correct` and the three times by
+`reward.milestone_reward`.
+
+Not guaranteed: times are `None` whenever they were not measured (no GPU,
+candidate failed before timing); consumers must check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Status(str, Enum):
+    OK = "ok"  # evaluation completed: compiled, correct, timed
+    COMPILE_ERROR = "compile_error"
+    INCORRECT = "incorrect"
+    RUNTIME_ERROR = "runtime_error"  # crash, CUDA error, exception in the candidate
+    TIMEOUT = "timeout"
+    REJECTED = "rejected"  # a finding proves a hack
+    NO_GPU = "no_gpu"  # only the GPU-free phases ran (checks, nvcc compile)
+
+
+class Severity(str, Enum):
+    REJECT = "reject"  # proves a hack or a broken rule: reward -1
+    WARN = "warn"  # suspicious, reported, does not change the reward
+
+
+@dataclass
+class Finding:
+    rule: str
+    message: str
+    severity: Severity = Severity.REJECT
+    file: str | None = None
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "message": self.message,
+            "severity": self.severity.value,
+            "file": self.file,
+            "line": self.line,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
+        return cls(
+            rule=d["rule"],
+            message=d["message"],
+            severity=Severity(d.get("severity", "reject")),
+            file=d.get("file"),
+            line=d.get("line"),
+        )
+
+
+@dataclass
+class CheckRecord:
+    """Comparison of one output set against the reference."""
+
+    label: str  # e.g. "seed#1" or "timed#0"
+    passed: bool
+    max_abs_err: float | None = None
+    rel_l2_err: float | None = None
+    mismatch_frac: float | None = None
+    message: str = ""
+
+
+@dataclass
+class TimingStats:
+    """Per-call device times of one model, in milliseconds."""
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    cv: float  # coefficient of variation (std / mean) of the kept round
+    n: int  # timed calls in the kept round
+    rounds: int = 1  # rounds measured (re-measured while cv > threshold)
+    host_over_event: float | None = None  # host wall time / event time, median
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TimingStats:
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+
+@dataclass
+class EvalResult:
+    status: Status
+    reward: int
+    correct: bool
+    message: str = ""  # one line saying what happened
+    time_ms: float | None = None
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    findings: list[Finding] = field(default_factory=list)
+    gpu: str | None = None
+    torch: str | None = None
+    checks: list[CheckRecord] = field(default_factory=list)
+    timing: TimingStats | None = None
+    eager_timing: TimingStats | None = None
+    compile_timing: TimingStats | None = None
+    precision: str = "fp32"
+    phases_s: dict[str, float] = field(default_factory=dict)  # wall seconds per phase
+    cache: dict[str, bool] = field(default_factory=dict)  # what came from a cache
+    task_hash: str = ""
+    candidate_hash: str = ""
+    log: str = ""  # tail of compiler or child output, for the agent to read
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["status"] = self.status.value
+        d["findings"] = [f.to_dict() for f in self.findings]
+        return d
+
+    def to_json(self, **kw: Any) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvalResult:
+        d = dict(d)
+        d["status"] = Status(d["status"])
+        d["findings"] = [Finding.from_dict(f) for f in d.get("findings", [])]
+        d["checks"] = [CheckRecord(**c) for c in d.get("checks", [])]
+        for key in ("timing", "eager_timing", "compile_timing"):
+            if d.get(key) is not None:
+                d[key] = TimingStats.from_dict(d[key])
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    @property
+    def rejected_findings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.REJECT]

@@ -1,0 +1,94 @@
+"""KernelBench-format task files: load and validate without executing them.
+
+Contract: `Task.from_file` / `Task.from_source` accept a Python file that
+defines `class Model` (with `forward`), `get_inputs()` and
+`get_init_inputs()`, checked on the syntax tree only; the code is never run
+here, so loading is safe on any machine. `Task.hash` is a content hash of the
+source. A task may declare optional module-level constants, read statically:
+`PRECISION = "fp32" | "fp16" | "bf16" | "fp64"` (default "fp32") and
+`ATOL` / `RTOL` (defaults per precision, see `DEFAULT_TOLERANCE`).
+
+Not guaranteed: that the task runs, is deterministic, or is a good benchmark
+(that is what lint-task and the evaluator's reference run are for).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+# The paper's default is atol = rtol = 1e-2 for fp32 tasks; half precisions
+# get looser bounds because their rounding alone reaches 1e-2 relative.
+DEFAULT_TOLERANCE: dict[str, float] = {"fp64": 1e-5, "fp32": 1e-2, "fp16": 2e-2, "bf16": 5e-2}
+
+
+class TaskError(ValueError):
+    """The file is not a usable KernelBench-format task (bad input, not a bug)."""
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    source: str
+    path: Path | None = None
+    precision: str = "fp32"
+    atol: float = DEFAULT_TOLERANCE["fp32"]
+    rtol: float = DEFAULT_TOLERANCE["fp32"]
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Task:
+        p = Path(path)
+        if not p.is_file():
+            raise TaskError(f"task file not found: {p}")
+        try:
+            source = p.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise TaskError(f"cannot read task file {p}: {e}") from None
+        return cls.from_source(source, name=p.stem, path=p.resolve())
+
+    @classmethod
+    def from_source(cls, source: str, name: str = "task", path: Path | None = None) -> Task:
+        where = str(path) if path else name
+        try:
+            tree = ast.parse(source)
+        except SyntaxError as e:
+            raise TaskError(f"{where}: not valid Python (line {e.lineno}: {e.msg})") from None
+        top = {
+            node.name: node
+            for node in tree.body
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in top]
+        if missing:
+            raise TaskError(f"{where}: not a KernelBench task, missing {', '.join(missing)}")
+        model = top["Model"]
+        if not isinstance(model, ast.ClassDef):
+            raise TaskError(f"{where}: Model must be a class")
+        if not any(isinstance(n, ast.FunctionDef) and n.name == "forward" for n in model.body):
+            raise TaskError(f"{where}: class Model has no forward method")
+        consts = _module_constants(tree)
+        precision = str(consts.get("PRECISION", "fp32"))
+        if precision not in DEFAULT_TOLERANCE:
+            raise TaskError(f"{where}: PRECISION must be one of {sorted(DEFAULT_TOLERANCE)}")
+        tol = DEFAULT_TOLERANCE[precision]
+        atol, rtol = consts.get("ATOL", tol), consts.get("RTOL", tol)
+        if not all(isinstance(v, (int, float)) and v > 0 for v in (atol, rtol)):
+            raise TaskError(f"{where}: ATOL and RTOL must be positive numbers")
+        return cls(name=name, source=source, path=path, precision=precision, atol=float(atol), rtol=float(rtol))
+
+
+def _module_constants(tree: ast.Module) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    return out
