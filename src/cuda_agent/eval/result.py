@@ -95,7 +95,7 @@ class TimingStats:
 @dataclass
 class EvalResult:
     status: Status
-    reward: int
+    reward: int | None  # None when the phase run does not decide it (compile, verify, no_gpu)
     correct: bool
     message: str = ""  # one line saying what happened
     time_ms: float | None = None

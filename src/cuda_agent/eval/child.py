@@ -1,0 +1,222 @@
+"""Evaluation child: runs one model, the candidate or the reference, for the parent.
+
+Started by `procs.Child` as `python -m cuda_agent.eval.child --role R --fd-in A
+--fd-out B`. It reads JSON commands from fd A and writes one JSON reply per
+command to fd B; tensors travel through files the parent names
+(`tensorfile`). Commands: `setup` (load the task, build Model under a seed;
+for the candidate also load the built extension and ModelNew, copying
+Model's state_dict into it), `run` (outputs for given input seeds, with
+outputs poisoned before each call and inputs checked unchanged after it),
+`time` (per-call device timing, `timing.time_calls`), `exit`.
+
+Contract: imports only the standard library, numpy and torch before the
+candidate is loaded. The reference role never sees candidate code; the
+candidate role never sees reference outputs. Any exception becomes a reply
+with `ok: false`; the parent kills the process after it.
+
+Not guaranteed: anything once candidate code runs in this process. It can
+read this process's memory and fds; the parent treats every reply from the
+candidate role as untrusted data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import random
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cuda_agent.eval.tensorfile import dtype_name, save_tensors
+from cuda_agent.eval.timing import time_calls
+
+
+class State:
+    def __init__(self, role: str):
+        self.role = role
+        self.task: Any = None
+        self.model: Any = None
+        self.device = torch.device("cuda", 0)
+        self.out_nbytes = 0
+        self.notes: list[str] = []
+
+
+def _import_file(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _seed_all(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % (2**32))
+    except ImportError:
+        pass
+
+
+def make_inputs(st: State, seed: int) -> list[Any]:
+    _seed_all(seed)
+    inputs = st.task.get_inputs()
+    return [x.to(st.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _flatten(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _describe(t: Any, inputs: list[Any]) -> dict[str, Any]:
+    if not isinstance(t, torch.Tensor):
+        return {"tensor": False, "type": type(t).__name__}
+    input_ptrs = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
+    return {
+        "tensor": True,
+        "plain": type(t) is torch.Tensor or type(t) is torch.nn.Parameter,
+        "dtype": dtype_name(t.dtype),
+        "shape": list(t.shape),
+        "device": str(t.device),
+        "contiguous": t.is_contiguous(),
+        "aliases_input": t.untyped_storage().data_ptr() in input_ptrs,
+    }
+
+
+def _poison(st: State) -> None:
+    # Fill a block of the size of the last outputs with NaN bytes and free it,
+    # so an output that is allocated but never written reads as NaN.
+    if st.out_nbytes:
+        p = torch.empty(st.out_nbytes, dtype=torch.uint8, device=st.device)
+        p.fill_(0xFF)
+        del p
+
+
+def cmd_setup(st: State, msg: dict[str, Any]) -> dict[str, Any]:
+    if msg.get("precision", "fp32") == "fp32":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+    torch.cuda.set_device(st.device)
+    st.task = _import_file("model", Path(msg["task_path"]))
+    _seed_all(msg["init_seed"])
+    ref = st.task.Model(*st.task.get_init_inputs()).to(st.device)
+    if st.role == "reference":
+        st.model = ref
+    else:
+        sol = msg["solution"]
+        if sol.get("so_path"):
+            _import_file("cuda_extension", Path(sol["so_path"]))
+        mod = _import_file("model_new", Path(sol["path"]))
+        if not hasattr(mod, "ModelNew"):
+            raise AttributeError(f"{Path(sol['path']).name} defines no class ModelNew")
+        _seed_all(msg["init_seed"])
+        new = mod.ModelNew(*st.task.get_init_inputs()).to(st.device)
+        ref_keys, new_keys = set(ref.state_dict()), set(new.state_dict())
+        if ref_keys == new_keys:
+            new.load_state_dict(ref.state_dict())
+        else:
+            st.notes.append(
+                "ModelNew's parameters differ from Model's "
+                f"(missing {sorted(ref_keys - new_keys)[:5]}, extra {sorted(new_keys - ref_keys)[:5]}); "
+                "weights were not copied, both models were built under the same seed"
+            )
+        del ref
+        st.model = new
+    props = torch.cuda.get_device_properties(st.device)
+    return {
+        "gpu": props.name,
+        "capability": f"{props.major}.{props.minor}",
+        "torch": torch.__version__,
+        "notes": st.notes,
+    }
+
+
+def _run_one(st: State, fn: Any, inputs: list[Any]) -> tuple[list[Any], bool]:
+    snapshot = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+    _poison(st)
+    with torch.no_grad():
+        outs = _flatten(fn(*inputs))
+    torch.cuda.synchronize()
+    mutated = any(
+        isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, snapshot, strict=True)
+    )
+    return outs, mutated
+
+
+def _save(st: State, outs: list[Any], inputs: list[Any], path: str) -> dict[str, Any]:
+    meta = [_describe(t, inputs) for t in outs]
+    tensors = [t for t in outs if isinstance(t, torch.Tensor)]
+    st.out_nbytes = sum(t.numel() * t.element_size() for t in tensors)
+    if len(tensors) == len(outs):
+        save_tensors(path, tensors)
+    return {"file": path, "meta": meta}
+
+
+def cmd_run(st: State, msg: dict[str, Any]) -> dict[str, Any]:
+    results = []
+    for i, seed in enumerate(msg["seeds"]):
+        inputs = make_inputs(st, seed)
+        outs, mutated = _run_one(st, st.model, inputs)
+        rec = _save(st, outs, inputs, os.path.join(msg["out_dir"], f"{msg.get('tag', 'run')}_{i}.bin"))
+        rec["inputs_mutated"] = mutated
+        results.append(rec)
+    return {"outputs": results}
+
+
+def cmd_time(st: State, msg: dict[str, Any]) -> dict[str, Any]:
+    input_sets = [make_inputs(st, s) for s in msg["seeds"]]
+    fn = torch.compile(st.model) if msg.get("compiled") else st.model
+    stats, last = time_calls(
+        fn, input_sets, n_warmup=msg["n_warmup"], n_timed=msg["n_timed"],
+        max_cv=msg["max_cv"], max_rounds=msg["max_rounds"], before_call=lambda: _poison(st),
+    )
+    results = []
+    if msg.get("out_dir"):
+        for i, (out, inputs) in enumerate(zip(last, input_sets, strict=True)):
+            results.append(_save(st, _flatten(out), inputs, os.path.join(msg["out_dir"], f"timed_{i}.bin")))
+    return {"stats": stats, "outputs": results}
+
+
+HANDLERS = {"setup": cmd_setup, "run": cmd_run, "time": cmd_time}
+
+
+def _is_cuda_error(e: BaseException) -> bool:
+    return "CUDA" in type(e).__name__ or "CUDA error" in str(e) or "cuda" in type(e).__module__.lower()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--role", choices=("candidate", "reference"), required=True)
+    ap.add_argument("--fd-in", type=int, required=True)
+    ap.add_argument("--fd-out", type=int, required=True)
+    a = ap.parse_args(argv)
+    st = State(a.role)
+    rin = os.fdopen(a.fd_in, "rb")
+    for line in rin:
+        msg = json.loads(line)
+        if msg.get("cmd") == "exit":
+            break
+        try:
+            reply = HANDLERS[msg["cmd"]](st, msg)
+            reply["ok"] = True
+        except BaseException as e:  # noqa: BLE001 - everything the candidate raises is data
+            tb = "".join(traceback.format_exception(e))
+            reply = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000], "traceback": tb[-4000:],
+                     "cuda_error": _is_cuda_error(e)}
+        os.write(a.fd_out, (json.dumps(reply) + "\n").encode())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

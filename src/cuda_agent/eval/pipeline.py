@@ -1,0 +1,261 @@
+"""One evaluation, end to end, in the trusted parent.
+
+Contract: stage a fresh copy (protected files pristine) -> static findings ->
+build (cached) -> spawn a reference child and a candidate child -> reference
+outputs for fresh secret seeds -> candidate outputs, compared here ->
+candidate timing, its timed outputs compared too -> baselines (cached per
+task hash, GPU, torch version, precision, timing settings) -> reward. The
+parent never imports candidate code; both children are killed at the end or
+at the first failure. Every candidate failure is a typed `EvalResult`.
+
+Not guaranteed: anything without a CUDA GPU beyond checks and the build
+(status no_gpu says so). Single-file (load_inline) solutions compile inside
+the candidate child, so without a GPU they are only checked statically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.eval import gpu as gpu_mod
+from cuda_agent.eval.build import build
+from cuda_agent.eval.cache import KVCache
+from cuda_agent.eval.compare import compare_outputs
+from cuda_agent.eval.config import EvalConfig
+from cuda_agent.eval.procs import Child, ChildFailure, scrubbed_env
+from cuda_agent.eval.result import EvalResult, Finding, Severity, Status, TimingStats
+from cuda_agent.eval.reward import milestone_reward
+from cuda_agent.eval.static_gate import static_findings
+from cuda_agent.eval.tensorfile import TensorFileError, load_tensors
+from cuda_agent.task.taskfile import Task
+from cuda_agent.task.workspace import cache_root, stage
+
+EVAL_VERSION = "1"
+_WARN_RULES = {"no-pristine-task"}
+
+
+@dataclass
+class Candidate:
+    task: Task
+    root: Path  # staged dir: model.py, model_new.py, (kernels/, binding files)
+    hash: str
+    kind: str  # "workspace" | "single_file"
+    findings: list[Finding]
+
+
+class _Stop(Exception):
+    """Ends the evaluation early with a finished result."""
+
+    def __init__(self, result: EvalResult):
+        self.result = result
+
+
+def run_workspace(workdir: Path, task: Task | None, cfg: EvalConfig) -> EvalResult:
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-eval-") as tmp:
+        staged = stage(workdir, Path(tmp) / "ws", task)
+        findings = [
+            Finding(rule, msg, Severity.WARN if rule in _WARN_RULES else Severity.REJECT, file)
+            for rule, file, msg in staged.findings
+        ]
+        findings += static_findings(staged.sources, staged.task.precision)
+        cand = Candidate(staged.task, staged.root, staged.candidate_hash, "workspace", findings)
+        return evaluate(cand, cfg, Path(tmp))
+
+
+def run_single_file(task: Task, solution: Path, cfg: EvalConfig) -> EvalResult:
+    if not solution.is_file():
+        raise FileNotFoundError(f"solution file not found: {solution}")
+    text = solution.read_text(errors="replace")
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-eval-") as tmp:
+        root = Path(tmp) / "ws"
+        root.mkdir()
+        (root / "model.py").write_text(task.source)
+        (root / "model_new.py").write_text(text)
+        findings = static_findings({"model_new.py": text}, task.precision, single_file=True)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        return evaluate(Candidate(task, root, digest, "single_file", findings), cfg, Path(tmp))
+
+
+def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
+    import torch
+
+    gpu = gpu_mod.detect()
+    res = EvalResult(
+        status=Status.OK, reward=None, correct=False, findings=list(cand.findings), gpu=gpu.name if gpu else None,
+        torch=torch.__version__, precision=cand.task.precision, task_hash=cand.task.hash, candidate_hash=cand.hash,
+    )
+    cache = KVCache(cache_root() / "eval.sqlite") if cfg.use_cache else None
+    rkey = f"result/{EVAL_VERSION}/{cand.task.hash}/{cand.hash}/{res.gpu}/{res.torch}/{cfg.phase}"
+    if cache is not None and (hit := cache.get(rkey)) is not None:
+        out = EvalResult.from_dict(hit)
+        out.cache = {**out.cache, "result": True}
+        return out
+    try:
+        _run(cand, cfg, tmp, gpu, res, cache)
+    except _Stop as stop:
+        res = stop.result
+    if cache is not None and res.status not in (Status.TIMEOUT, Status.NO_GPU):
+        cache.put(rkey, res.to_dict())
+    return res
+
+
+def _finish(res: EvalResult, status: Status, message: str, log: str = "") -> _Stop:
+    res.status, res.message, res.log = status, message, log or res.log
+    res.correct = False
+    res.reward = -1 if status not in (Status.NO_GPU,) else None
+    return _Stop(res)
+
+
+def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, res: EvalResult, cache: KVCache | None) -> None:
+    rejected = [f for f in res.findings if f.severity is Severity.REJECT]
+    if rejected:
+        f = rejected[0]
+        where = f" ({f.file}:{f.line})" if f.file else ""
+        raise _finish(res, Status.REJECTED, f"rejected by rule {f.rule}{where}: {f.message}")
+    so_path = None
+    if cand.kind == "workspace":
+        t0 = time.monotonic()
+        arch = cfg.arch or gpu_mod.arch_from_env() or (gpu.capability if gpu else None) or "9.0"
+        b = build(cand.root, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, jobs=cfg.jobs, use_cache=cfg.use_cache)
+        res.phases_s["compile"] = round(time.monotonic() - t0, 3)
+        res.cache["build"] = b.cached
+        res.log = b.log
+        if not b.ok:
+            if b.timed_out:
+                raise _finish(res, Status.TIMEOUT, f"compile exceeded its {cfg.compile_timeout:.0f} s budget", b.log)
+            raise _finish(res, Status.COMPILE_ERROR, "compilation failed; see log", b.log)
+        so_path = b.so_path
+    if gpu is None:
+        what = "compiled with nvcc" if cand.kind == "workspace" else "checked statically (load_inline compiles on the GPU machine)"
+        res.status, res.message = Status.NO_GPU, f"{what}; correctness and timing need a CUDA GPU, and none is visible"
+        raise _Stop(res)
+    if cfg.phase == "compile" and cand.kind == "workspace":
+        res.message = "compiled"
+        raise _Stop(res)
+    with ExitStack() as stack:
+        env = _child_env(cand.task.precision)
+        children = {}
+        for role in ("reference", "candidate"):
+            io = tmp / f"io_{role}"
+            io.mkdir()
+            children[role] = Child(role, cwd=cand.root, env=env, log_path=tmp / f"{role}.log")
+            stack.callback(children[role].close)
+        ref, cnd = children["reference"], children["candidate"]
+        _check_and_time(cand, cfg, tmp, res, ref, cnd, so_path, cache)
+
+
+def _child_env(precision: str) -> dict[str, str]:
+    root = cache_root()
+    extra = {
+        "TORCH_EXTENSIONS_DIR": str(root / "torch_extensions"),
+        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+        "TRITON_CACHE_DIR": str(root / "triton"),
+    }
+    if precision == "fp32":
+        extra["NVIDIA_TF32_OVERRIDE"] = "0"  # no TF32 in cuBLAS/cuDNN, whatever the code asks for
+    return scrubbed_env(extra)
+
+
+def _ask(child: Child, res: EvalResult, msg: dict[str, Any], timeout: float, phase: str) -> dict[str, Any]:
+    t0 = time.monotonic()
+    reply = child.request(msg, timeout)
+    res.phases_s[phase] = round(res.phases_s.get(phase, 0.0) + time.monotonic() - t0, 3)
+    who = "the reference model" if child.role == "reference" else "the candidate"
+    if isinstance(reply, ChildFailure):
+        status = Status.TIMEOUT if reply.kind == "timeout" else Status.RUNTIME_ERROR
+        raise _finish(res, status, f"{phase}: {who}: {reply.message}", reply.log)
+    if not reply.get("ok"):
+        child.kill()  # never reuse a child after an error: its CUDA context may be poisoned
+        raise _finish(res, Status.RUNTIME_ERROR, f"{phase}: {who} raised {reply.get('error', '?')}"[:600],
+                      str(reply.get("traceback", "")) + "\n" + child.log_tail())
+    return reply
+
+
+def _read_outputs(res: EvalResult, rec: dict[str, Any], max_bytes: int) -> list[Any]:
+    try:
+        return load_tensors(rec["file"], max_bytes) if os.path.exists(str(rec.get("file"))) else []
+    except (TensorFileError, OSError, KeyError, TypeError) as e:
+        raise _finish(res, Status.INCORRECT, f"outputs could not be read back: {e}") from None
+
+
+def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, ref: Child, cnd: Child,
+                    so_path: Path | None, cache: KVCache | None) -> None:
+    task = cand.task
+    init_seed = secrets.randbits(62)
+    seeds = [secrets.randbits(62) for _ in range(cfg.n_correctness)]
+    tseeds = [secrets.randbits(62) for _ in range(cfg.n_timing_sets)]
+    setup = {"cmd": "setup", "task_path": str(cand.root / "model.py"), "init_seed": init_seed, "precision": task.precision}
+    _ask(ref, res, setup, cfg.load_timeout, "reference")
+    reply = _ask(ref, res, {"cmd": "run", "seeds": seeds + tseeds, "out_dir": str(tmp / "io_reference")}, cfg.correctness_timeout, "reference")
+    ref_outs = [_read_outputs(res, r, 1 << 40) for r in reply["outputs"]]
+    shutil.rmtree(tmp / "io_reference", ignore_errors=True)
+    max_bytes = 4 * max(sum(t.numel() * t.element_size() for t in o) for o in ref_outs) + (1 << 20)
+    sol = {"path": str(cand.root / "model_new.py"), "so_path": str(so_path) if so_path else None}
+    load_budget = cfg.load_timeout + (cfg.compile_timeout if cand.kind == "single_file" else 0)
+    info = _ask(cnd, res, {**setup, "solution": sol}, load_budget, "load")
+    res.gpu = info.get("gpu", res.gpu)
+    for note in info.get("notes", []):
+        res.findings.append(Finding("state-dict-mismatch", note, Severity.WARN, "model_new.py"))
+    if cfg.phase == "compile":
+        res.message = "compiled and loaded"
+        raise _Stop(res)
+    reply = _ask(cnd, res, {"cmd": "run", "seeds": seeds, "out_dir": str(tmp / "io_candidate")}, cfg.correctness_timeout, "verify")
+    for i, rec in enumerate(reply["outputs"]):
+        if rec.get("inputs_mutated"):
+            raise _finish(res, Status.INCORRECT, "the candidate modified its input tensors")
+        chk = compare_outputs(f"seed#{i}", ref_outs[i], _read_outputs(res, rec, max_bytes), rec.get("meta", []), atol=task.atol, rtol=task.rtol)
+        res.checks.append(chk)
+        if not chk.passed:
+            raise _finish(res, Status.INCORRECT, f"wrong output on input set {i}: {chk.message}")
+    res.correct = True
+    if cfg.phase == "verify":
+        res.message = f"correct on {len(seeds)} fresh input sets"
+        raise _Stop(res)
+    timing = {"cmd": "time", "seeds": tseeds, "n_warmup": cfg.n_warmup, "n_timed": cfg.n_timed,
+              "max_cv": cfg.max_cv, "max_rounds": cfg.max_rounds}
+    reply = _ask(cnd, res, {**timing, "out_dir": str(tmp / "io_candidate")}, cfg.timing_timeout, "timing")
+    for i, rec in enumerate(reply["outputs"]):
+        chk = compare_outputs(f"timed#{i}", ref_outs[len(seeds) + i], _read_outputs(res, rec, max_bytes), rec.get("meta", []), atol=task.atol, rtol=task.rtol)
+        res.checks.append(chk)
+        if not chk.passed:
+            raise _finish(res, Status.INCORRECT, f"wrong output during timing (input set {i}): {chk.message}")
+    res.timing = TimingStats.from_dict(reply["stats"])
+    cnd.close()
+    _baselines(cfg, res, ref, timing, cache)
+    t, te = res.timing.median_ms, res.eager_timing.median_ms if res.eager_timing else None
+    tc = res.compile_timing.median_ms if res.compile_timing else te  # compile unusable: eager stands in
+    res.time_ms, res.eager_ms, res.compile_ms = t, te, (res.compile_timing.median_ms if res.compile_timing else None)
+    res.speedup_vs_eager = te / t if te and t > 0 else None
+    res.speedup_vs_compile = tc / t if tc and t > 0 else None
+    res.reward = milestone_reward(True, t, te or float("inf"), tc or float("inf"))
+    res.message = f"correct; {t:.4g} ms vs eager {te:.4g} ms and torch.compile {tc:.4g} ms; reward {res.reward}"
+
+
+def _baselines(cfg: EvalConfig, res: EvalResult, ref: Child, timing: dict[str, Any], cache: KVCache | None) -> None:
+    key = (f"baseline/{res.task_hash}/{res.gpu}/{res.torch}/{res.precision}/"
+           f"{cfg.n_timing_sets}x{cfg.n_timed}/{cfg.max_cv}")
+    hit = cache.get(key) if cache is not None else None
+    if hit is not None:
+        res.eager_timing = TimingStats.from_dict(hit["eager"])
+        res.compile_timing = TimingStats.from_dict(hit["compile"]) if hit.get("compile") else None
+        res.cache["baselines"] = True
+        return
+    res.cache["baselines"] = False
+    res.eager_timing = TimingStats.from_dict(_ask(ref, res, timing, cfg.baseline_timeout, "baseline_eager")["stats"])
+    reply = ref.request({**timing, "compiled": True}, cfg.baseline_timeout)
+    if isinstance(reply, dict) and reply.get("ok"):
+        res.compile_timing = TimingStats.from_dict(reply["stats"])
+    else:
+        why = reply.message if isinstance(reply, ChildFailure) else reply.get("error", "?")
+        res.findings.append(Finding("compile-baseline-failed", f"torch.compile of the reference failed ({why}); eager stands in", Severity.WARN))
+    if cache is not None and res.compile_timing is not None:  # a failed compile may be transient: retry next time
+        cache.put(key, {"eager": res.eager_timing.__dict__, "compile": res.compile_timing.__dict__})

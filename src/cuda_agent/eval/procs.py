@@ -1,0 +1,194 @@
+"""Subprocesses the trusted parent runs: compilers and evaluation children.
+
+Contract:
+- `run_command` runs a command in its own process group with a wall-clock
+  timeout; on timeout the whole group is killed (SIGKILL), so a compiler or a
+  fork that never ends cannot outlive its budget. Output is captured, cut to
+  a bounded tail.
+- `Child` is one spawned Python process speaking newline-delimited JSON over
+  two pipes the parent created (never its stdout, which goes to a log file).
+  `request` returns the child's reply, or a `ChildFailure` for a timeout, a
+  death or a garbled reply; after any failure the child is killed and must not
+  be reused (a CUDA error poisons its context).
+- `scrubbed_env` builds the child's environment from an allow-list: secrets
+  such as API keys never reach candidate code.
+
+Not guaranteed: isolation beyond process groups and the scrubbed environment
+(namespaces and resource limits are the sandbox module's job).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LOG_TAIL_CHARS = 6000
+MAX_REPLY_BYTES = 1 << 20
+
+_ENV_ALLOW = (
+    "PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER",
+    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+    "NVIDIA_VISIBLE_DEVICES", "TRITON_PTXAS_PATH", "CC", "CXX",
+)
+
+
+def tail(text: str, n: int = LOG_TAIL_CHARS) -> str:
+    return text if len(text) <= n else "[...]\n" + text[-n:]
+
+
+def _kill_group(proc: subprocess.Popen[Any]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+@dataclass
+class CommandResult:
+    returncode: int | None  # None on timeout
+    output: str
+    seconds: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+def run_command(cmd: list[str], *, timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None) -> CommandResult:
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=max(timeout, 0.1))
+        rc: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, rc = (proc.stdout.read() if proc.stdout else b""), None
+    return CommandResult(rc, tail(out.decode(errors="replace")), time.monotonic() - t0)
+
+
+def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in _ENV_ALLOW}
+    # The child imports cuda_agent from wherever this parent found it.
+    pkg_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = pkg_root
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONHASHSEED"] = str(int.from_bytes(os.urandom(4), "little"))
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class ChildFailure:
+    kind: str  # "timeout" | "died" | "protocol"
+    message: str
+    log: str = ""
+
+
+class Child:
+    """A spawned `python -m cuda_agent.eval.child` with a JSON-lines channel."""
+
+    def __init__(self, role: str, *, cwd: Path, env: dict[str, str], log_path: Path):
+        self.role = role
+        self.log_path = log_path
+        c2p_r, c2p_w = os.pipe()  # child -> parent replies
+        p2c_r, p2c_w = os.pipe()  # parent -> child commands
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cuda_agent.eval.child", "--role", role,
+             "--fd-in", str(p2c_r), "--fd-out", str(c2p_w)],
+            cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            pass_fds=(p2c_r, c2p_w), start_new_session=True,
+        )
+        os.close(p2c_r)
+        os.close(c2p_w)
+        self._rfd, self._wfd = c2p_r, p2c_w
+        self._buf = b""
+        self.dead = False
+
+    def log_tail(self) -> str:
+        try:
+            self._log.flush()
+            return tail(self.log_path.read_text(errors="replace"))
+        except OSError:
+            return ""
+
+    def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any] | ChildFailure:
+        if self.dead:
+            return ChildFailure("died", f"{self.role} process is no longer usable")
+        try:
+            os.write(self._wfd, (json.dumps(msg) + "\n").encode())
+        except (BrokenPipeError, OSError):
+            return self._fail("died", f"{self.role} process exited before '{msg.get('cmd')}'")
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self._fail("timeout", f"'{msg.get('cmd')}' exceeded its {timeout:.0f} s budget")
+            ready, _, _ = select.select([self._rfd], [], [], min(left, 1.0))
+            if not ready:
+                if self.proc.poll() is not None:
+                    return self._fail("died", self._death_reason())
+                continue
+            chunk = os.read(self._rfd, 65536)
+            if not chunk:
+                self.proc.wait(timeout=10)
+                return self._fail("died", self._death_reason())
+            self._buf += chunk
+            if len(self._buf) > MAX_REPLY_BYTES:
+                return self._fail("protocol", f"{self.role} sent an oversized reply")
+        line, self._buf = self._buf.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            return self._fail("protocol", f"{self.role} sent a malformed reply")
+        if not isinstance(reply, dict):
+            return self._fail("protocol", f"{self.role} sent a malformed reply")
+        return reply
+
+    def _death_reason(self) -> str:
+        rc = self.proc.poll()
+        if rc is not None and rc < 0:
+            try:
+                name = signal.Signals(-rc).name
+            except ValueError:
+                name = str(-rc)
+            return f"{self.role} process was killed by signal {name}"
+        return f"{self.role} process exited with code {rc}"
+
+    def _fail(self, kind: str, message: str) -> ChildFailure:
+        self.kill()
+        return ChildFailure(kind, message, self.log_tail())
+
+    def kill(self) -> None:
+        self.dead = True
+        _kill_group(self.proc)
+
+    def close(self, timeout: float = 5.0) -> None:
+        if not self.dead:
+            try:
+                os.write(self._wfd, b'{"cmd": "exit"}\n')
+                self.proc.wait(timeout=timeout)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        for fd in (self._rfd, self._wfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._log.close()

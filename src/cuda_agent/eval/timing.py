@@ -1,0 +1,101 @@
+"""Device timing of one callable, the same method for candidate and baselines.
+
+Contract (`time_calls`): per call, outside the timed region, the L2 cache is
+flushed by writing a buffer of at least twice its size and the device is
+synchronized; CUDA events then bracket the call on the current stream; a device-wide synchronize follows so that
+the host clock covers work on every stream. At least `n_warmup` untimed calls
+come first. A round is `n_timed` calls rotating through the given input sets;
+rounds repeat (up to `max_rounds`) while the coefficient of variation exceeds
+`max_cv`, and the round with the lowest CV is kept. Returns the statistics
+and the last output produced for each input set (so the parent can check the
+timed outputs). Imports only the standard library and torch.
+
+Not guaranteed: stable clocks (we never touch GPU clock settings), or that
+event time captures work the callable hid on other streams: `host_over_event`
+reports the ratio of host time to event time so such work can be flagged.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+MIN_FLUSH_BYTES = 128 << 20
+
+
+def l2_flush_buffer(device: torch.device) -> torch.Tensor:
+    props = torch.cuda.get_device_properties(device)
+    l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+    nbytes = max(2 * l2, MIN_FLUSH_BYTES)
+    return torch.empty(nbytes // 4, dtype=torch.float32, device=device)
+
+
+def _stats(times: list[float], host: list[float], rounds: int) -> dict[str, Any]:
+    mean = statistics.fmean(times)
+    std = statistics.pstdev(times) if len(times) > 1 else 0.0
+    ratios = [h / t for h, t in zip(host, times, strict=True) if t > 0]
+    return {
+        "median_ms": statistics.median(times),
+        "mean_ms": mean,
+        "min_ms": min(times),
+        "cv": std / mean if mean > 0 else 0.0,
+        "n": len(times),
+        "rounds": rounds,
+        "host_over_event": statistics.median(ratios) if ratios else None,
+    }
+
+
+def time_calls(
+    fn: Callable[..., Any],
+    input_sets: Sequence[Sequence[Any]],
+    *,
+    n_warmup: int,
+    n_timed: int,
+    max_cv: float,
+    max_rounds: int,
+    before_call: Callable[[], None] | None = None,
+) -> tuple[dict[str, Any], list[Any]]:
+    device = torch.device("cuda", torch.cuda.current_device())
+    flush = l2_flush_buffer(device)
+    k = len(input_sets)
+    last: list[Any] = [None] * k
+    with torch.no_grad():
+        for i in range(max(n_warmup, 3)):
+            last[i % k] = fn(*input_sets[i % k])
+        torch.cuda.synchronize()
+        best: dict[str, Any] | None = None
+        for r in range(1, max_rounds + 1):
+            times: list[float] = []
+            host: list[float] = []
+            for i in range(n_timed):
+                inputs = input_sets[i % k]
+                if before_call is not None:
+                    before_call()
+                flush.zero_()
+                # Sync first: the event span then holds the call alone (its launch
+                # latency included, as a user sees it), and the host clock below
+                # is not inflated by the flush.
+                torch.cuda.synchronize()
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                t0 = time.perf_counter()
+                out = fn(*inputs)
+                end.record()
+                torch.cuda.synchronize()
+                t1 = time.perf_counter()
+                times.append(start.elapsed_time(end))
+                host.append((t1 - t0) * 1e3)
+                last[i % k] = out
+            stats = _stats(times, host, r)
+            if best is None or stats["cv"] < best["cv"]:
+                best = stats
+            best["rounds"] = r
+            if stats["cv"] <= max_cv:
+                break
+    assert best is not None
+    return best, last
