@@ -23,7 +23,7 @@ from cuda_agent.eval.result import EvalResult
 def rank(r: EvalResult) -> tuple[int, int, float, float] | None:
     if not r.correct:
         return None
-    return (1 if r.time_ms is not None else 0, r.reward, r.speedup_vs_compile or 0.0, r.speedup_vs_eager or 0.0)
+    return (1 if r.time_ms is not None else 0, r.reward if r.reward is not None else -1, r.speedup_vs_compile or 0.0, r.speedup_vs_eager or 0.0)
 
 
 @dataclass

@@ -28,7 +28,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +90,7 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
     schemas = tools.schemas()
     ctx = ContextManager(cfg.context_tokens, cfg.reply_reserve_tokens, tools_chars=len(json.dumps(schemas)))
     header = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "cuda_agent": __version__,
         "task": {"name": task.name, "hash": task.hash, "path": str(task.path) if task.path else None, "source": task.source},
         "workspace": str(ws),

@@ -42,6 +42,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_agent.task.workspace import cache_root
+
 PROTECTED_IN_WORKSPACE = ("model.py", "binding.cpp", "binding_registry.h", "SKILL.md", "tools", ".cuda-agent")
 _ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
               "TORCH_CUDA_ARCH_LIST", "NVIDIA_VISIBLE_DEVICES", "CUDA_AGENT_PYTHON")
@@ -129,8 +131,7 @@ class BashSession:
     def _env(self) -> dict[str, str]:
         env = {k: os.environ[k] for k in _ENV_ALLOW if k in os.environ}
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-        from cuda_agent.task.workspace import cache_root  # where tools/* find the pristine task
-
+        # tools/* inside the shell find the pristine task through the cache (read-only there)
         env.update(HOME=str(self._private / "home"), TMPDIR=str(self._private), TERM="dumb",
                    CUDA_AGENT_CACHE=str(cache_root()), PYTHONDONTWRITEBYTECODE="1")
         env.update(self._extra_env)

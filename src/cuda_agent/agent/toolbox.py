@@ -189,7 +189,10 @@ class Toolbox:
         except Exception as e:  # noqa: BLE001 - a harness bug must not end a long episode; it is logged as such
             return Observation(f"internal error of the evaluator (not your fault, not scored): {type(e).__name__}: {e}",
                                ok=False, phase=phase, error=traceback.format_exc())
-        return Observation(f"{text.rstrip()}\nreward: {result.reward}", ok=result.correct or result.status.value in ("ok", "no_gpu"),
+        text = text.rstrip()
+        if "reward:" not in text:
+            text += f"\nreward: {result.reward}"
+        return Observation(text, ok=result.correct or result.status.value in ("ok", "no_gpu"),
                            result=result, phase=phase, sources=sources)
 
     def _evaluate_fn(self) -> Evaluator:

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from cuda_agent.eval.tensorfile import dtype_name, save_tensors
-from cuda_agent.eval.timing import time_calls
+from cuda_agent.eval.timing import time_calls, time_calls_host
 
 
 class State:
@@ -42,7 +42,7 @@ class State:
         self.role = role
         self.task: Any = None
         self.model: Any = None
-        self.device = torch.device("cuda", 0)
+        self.device = torch.device("cuda", 0)  # setup may switch to "cpu" (harness tests only)
         self.out_nbytes = 0
         self.notes: list[str] = []
 
@@ -93,6 +93,11 @@ def _describe(t: Any, inputs: list[Any]) -> dict[str, Any]:
     }
 
 
+def _sync(st: State) -> None:
+    if st.device.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def _poison(st: State) -> None:
     # Fill a block of the size of the last outputs with NaN bytes and free it,
     # so an output that is allocated but never written reads as NaN.
@@ -107,7 +112,10 @@ def cmd_setup(st: State, msg: dict[str, Any]) -> dict[str, Any]:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.set_float32_matmul_precision("highest")
-    torch.cuda.set_device(st.device)
+    if msg.get("device") == "cpu":
+        st.device = torch.device("cpu")
+    else:
+        torch.cuda.set_device(st.device)
     st.task = _import_file("model", Path(msg["task_path"]))
     _seed_all(msg["init_seed"])
     ref = st.task.Model(*st.task.get_init_inputs()).to(st.device)
@@ -133,13 +141,8 @@ def cmd_setup(st: State, msg: dict[str, Any]) -> dict[str, Any]:
             )
         del ref
         st.model = new
-    props = torch.cuda.get_device_properties(st.device)
-    return {
-        "gpu": props.name,
-        "capability": f"{props.major}.{props.minor}",
-        "torch": torch.__version__,
-        "notes": st.notes,
-    }
+    name = torch.cuda.get_device_properties(st.device).name if st.device.type == "cuda" else "cpu"
+    return {"gpu": name, "torch": torch.__version__, "notes": st.notes}
 
 
 def _run_one(st: State, fn: Any, inputs: list[Any]) -> tuple[list[Any], bool]:
@@ -147,7 +150,7 @@ def _run_one(st: State, fn: Any, inputs: list[Any]) -> tuple[list[Any], bool]:
     _poison(st)
     with torch.no_grad():
         outs = _flatten(fn(*inputs))
-    torch.cuda.synchronize()
+    _sync(st)
     mutated = any(
         isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, snapshot, strict=True)
     )
@@ -177,7 +180,8 @@ def cmd_run(st: State, msg: dict[str, Any]) -> dict[str, Any]:
 def cmd_time(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     input_sets = [make_inputs(st, s) for s in msg["seeds"]]
     fn = torch.compile(st.model) if msg.get("compiled") else st.model
-    stats, last = time_calls(
+    timer = time_calls if st.device.type == "cuda" else time_calls_host
+    stats, last = timer(
         fn, input_sets, n_warmup=msg["n_warmup"], n_timed=msg["n_timed"],
         max_cv=msg["max_cv"], max_rounds=msg["max_rounds"], before_call=lambda: _poison(st),
     )

@@ -21,7 +21,8 @@ from cuda_agent.eval.result import CheckRecord
 
 
 def compare_outputs(
-    label: str, ref: list[torch.Tensor], out: list[torch.Tensor], meta: list[dict[str, Any]], *, atol: float, rtol: float
+    label: str, ref: list[torch.Tensor], out: list[torch.Tensor], meta: list[dict[str, Any]], *, atol: float, rtol: float,
+    device: str = "cuda",
 ) -> CheckRecord:
     def fail(msg: str, **kw: Any) -> CheckRecord:
         return CheckRecord(label=label, passed=False, message=msg, **kw)
@@ -35,8 +36,8 @@ def compare_outputs(
             return fail(f"output {i} is a tensor subclass, expected a plain torch.Tensor")
         if m.get("aliases_input"):
             return fail(f"output {i} shares storage with an input; outputs must be freshly allocated")
-        if not str(m.get("device", "")).startswith("cuda"):
-            return fail(f"output {i} is on {m.get('device')}, expected a CUDA tensor")
+        if not str(m.get("device", "")).startswith(device):
+            return fail(f"output {i} is on {m.get('device')}, expected a {device} tensor")
     if len(out) != len(ref):
         return fail("outputs could not be read back")
     max_abs = 0.0

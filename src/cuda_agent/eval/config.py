@@ -33,6 +33,11 @@ class EvalConfig:
     baseline_timeout: float = 600.0
     # caches
     use_cache: bool = True  # build cache, baseline cache, result cache
+    # "cuda" evaluates on the GPU. "cpu" runs the same parent/child pipeline on
+    # the CPU with host-clock timing: it exists to test the harness where no GPU
+    # is (CI); its times say nothing about kernels.
+    device: str = "cuda"
+    compile_baseline: bool = True  # time torch.compile of the reference as well as eager
     # build
     arch: str | None = None  # e.g. "9.0"; None: TORCH_CUDA_ARCH_LIST, else the GPU's, else 9.0
     jobs: int = 0  # parallel compiler processes; 0 = number of CPUs

@@ -23,6 +23,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,17 @@ from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import cache_root, stage
 
 EVAL_VERSION = "1"
+
+
+@lru_cache(maxsize=1)
+def evaluator_fingerprint() -> str:
+    """Hash of the evaluator's own code and templates: a cached result is reused
+    only by the same evaluator that produced it."""
+    h = hashlib.sha256(EVAL_VERSION.encode())
+    pkg = Path(__file__).resolve().parents[1]
+    for p in sorted([*pkg.glob("eval/*.py"), *pkg.glob("task/*.py"), *pkg.glob("task/templates/*")]):
+        h.update(p.name.encode() + p.read_bytes())
+    return h.hexdigest()[:12]
 _WARN_RULES = {"no-pristine-task"}
 
 
@@ -88,13 +100,13 @@ def run_single_file(task: Task, solution: Path, cfg: EvalConfig) -> EvalResult:
 def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
     import torch
 
-    gpu = gpu_mod.detect()
+    gpu = gpu_mod.detect() if cfg.device == "cuda" else gpu_mod.GPU("cpu", "0.0")
     res = EvalResult(
         status=Status.OK, reward=None, correct=False, findings=list(cand.findings), gpu=gpu.name if gpu else None,
         torch=torch.__version__, precision=cand.task.precision, task_hash=cand.task.hash, candidate_hash=cand.hash,
     )
     cache = KVCache(cache_root() / "eval.sqlite") if cfg.use_cache else None
-    rkey = f"result/{EVAL_VERSION}/{cand.task.hash}/{cand.hash}/{res.gpu}/{res.torch}/{cfg.phase}"
+    rkey = f"result/{evaluator_fingerprint()}/{cand.task.hash}/{cand.hash}/{res.gpu}/{res.torch}/{cfg.phase}"
     if cache is not None and (hit := cache.get(rkey)) is not None:
         out = EvalResult.from_dict(hit)
         out.cache = {**out.cache, "result": True}
@@ -119,7 +131,7 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
     rejected = [f for f in res.findings if f.severity is Severity.REJECT]
     if rejected:
         f = rejected[0]
-        where = f" ({f.file}:{f.line})" if f.file else ""
+        where = f" ({f.file}:{f.line})" if f.file and f.line else (f" ({f.file})" if f.file else "")
         raise _finish(res, Status.REJECTED, f"rejected by rule {f.rule}{where}: {f.message}")
     so_path = None
     if cand.kind == "workspace":
@@ -193,7 +205,8 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     init_seed = secrets.randbits(62)
     seeds = [secrets.randbits(62) for _ in range(cfg.n_correctness)]
     tseeds = [secrets.randbits(62) for _ in range(cfg.n_timing_sets)]
-    setup = {"cmd": "setup", "task_path": str(cand.root / "model.py"), "init_seed": init_seed, "precision": task.precision}
+    setup = {"cmd": "setup", "task_path": str(cand.root / "model.py"), "init_seed": init_seed,
+             "precision": task.precision, "device": cfg.device}
     _ask(ref, res, setup, cfg.load_timeout, "reference")
     reply = _ask(ref, res, {"cmd": "run", "seeds": seeds + tseeds, "out_dir": str(tmp / "io_reference")}, cfg.correctness_timeout, "reference")
     ref_outs = [_read_outputs(res, r, 1 << 40) for r in reply["outputs"]]
@@ -212,7 +225,7 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     for i, rec in enumerate(reply["outputs"]):
         if rec.get("inputs_mutated"):
             raise _finish(res, Status.INCORRECT, "the candidate modified its input tensors")
-        chk = compare_outputs(f"seed#{i}", ref_outs[i], _read_outputs(res, rec, max_bytes), rec.get("meta", []), atol=task.atol, rtol=task.rtol)
+        chk = compare_outputs(f"seed#{i}", ref_outs[i], _read_outputs(res, rec, max_bytes), rec.get("meta", []), atol=task.atol, rtol=task.rtol, device=cfg.device)
         res.checks.append(chk)
         if not chk.passed:
             raise _finish(res, Status.INCORRECT, f"wrong output on input set {i}: {chk.message}")
@@ -224,7 +237,7 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
               "max_cv": cfg.max_cv, "max_rounds": cfg.max_rounds}
     reply = _ask(cnd, res, {**timing, "out_dir": str(tmp / "io_candidate")}, cfg.timing_timeout, "timing")
     for i, rec in enumerate(reply["outputs"]):
-        chk = compare_outputs(f"timed#{i}", ref_outs[len(seeds) + i], _read_outputs(res, rec, max_bytes), rec.get("meta", []), atol=task.atol, rtol=task.rtol)
+        chk = compare_outputs(f"timed#{i}", ref_outs[len(seeds) + i], _read_outputs(res, rec, max_bytes), rec.get("meta", []), atol=task.atol, rtol=task.rtol, device=cfg.device)
         res.checks.append(chk)
         if not chk.passed:
             raise _finish(res, Status.INCORRECT, f"wrong output during timing (input set {i}): {chk.message}")
@@ -241,7 +254,7 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
 
 
 def _baselines(cfg: EvalConfig, res: EvalResult, ref: Child, timing: dict[str, Any], cache: KVCache | None) -> None:
-    key = (f"baseline/{res.task_hash}/{res.gpu}/{res.torch}/{res.precision}/"
+    key = (f"baseline/{res.task_hash}/{res.gpu}/{res.torch}/{res.precision}/{cfg.compile_baseline}/"
            f"{cfg.n_timing_sets}x{cfg.n_timed}/{cfg.max_cv}")
     hit = cache.get(key) if cache is not None else None
     if hit is not None:
@@ -251,6 +264,8 @@ def _baselines(cfg: EvalConfig, res: EvalResult, ref: Child, timing: dict[str, A
         return
     res.cache["baselines"] = False
     res.eager_timing = TimingStats.from_dict(_ask(ref, res, timing, cfg.baseline_timeout, "baseline_eager")["stats"])
+    if not cfg.compile_baseline:
+        return
     reply = ref.request({**timing, "compiled": True}, cfg.baseline_timeout)
     if isinstance(reply, dict) and reply.get("ok"):
         res.compile_timing = TimingStats.from_dict(reply["stats"])

@@ -99,3 +99,38 @@ def time_calls(
                 break
     assert best is not None
     return best, last
+
+
+def time_calls_host(
+    fn: Callable[..., Any],
+    input_sets: Sequence[Sequence[Any]],
+    *,
+    n_warmup: int,
+    n_timed: int,
+    max_cv: float,
+    max_rounds: int,
+    before_call: Callable[[], None] | None = None,
+) -> tuple[dict[str, Any], list[Any]]:
+    """The same protocol with the host clock, for CPU harness tests only."""
+    k = len(input_sets)
+    last: list[Any] = [None] * k
+    with torch.no_grad():
+        for i in range(max(n_warmup, 3)):
+            last[i % k] = fn(*input_sets[i % k])
+        best: dict[str, Any] | None = None
+        for r in range(1, max_rounds + 1):
+            times: list[float] = []
+            for i in range(n_timed):
+                if before_call is not None:
+                    before_call()
+                t0 = time.perf_counter()
+                last[i % k] = fn(*input_sets[i % k])
+                times.append((time.perf_counter() - t0) * 1e3)
+            stats = _stats(times, times, r)
+            if best is None or stats["cv"] < best["cv"]:
+                best = stats
+            best["rounds"] = r
+            if stats["cv"] <= max_cv:
+                break
+    assert best is not None
+    return best, last

@@ -34,6 +34,9 @@ AGENT_FILES = ("model_new.py",)
 AGENT_DIRS = ("kernels",)
 SOURCE_SUFFIXES = (".cu", ".cpp", ".h", ".cuh", ".hpp")
 META = ".cuda-agent/task.json"
+# Files whose content reaches the build or the reference; SKILL.md and tools/
+# do not affect a result, so editing them is not reported.
+INTEGRITY_CHECKED = ("model.py", "binding.cpp", "binding_registry.h")
 
 
 def cache_root() -> Path:
@@ -103,8 +106,13 @@ def init_workspace(task: Task, dest: str | Path, force: bool = False) -> Path:
     (d / "kernels").mkdir(exist_ok=True)
     meta = d / META
     meta.parent.mkdir(exist_ok=True)
-    meta.write_text(json.dumps({"task": task.name, "task_hash": task.hash, "precision": task.precision}))
+    written = {rel: _digest(text) for rel, text in protected.items() if rel in INTEGRITY_CHECKED}
+    meta.write_text(json.dumps({"task": task.name, "task_hash": task.hash, "precision": task.precision, "protected": written}))
     return d
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass
@@ -166,9 +174,18 @@ def stage(workdir: str | Path, dest: str | Path, task: Task | None = None) -> St
         raise TaskError(f"workspace not found: {w}")
     pristine, findings = find_task(w, task)
     expected = {"model.py": pristine.source, **{n: template_text(n) for n in TEMPLATE_FILES}}
-    for rel, text in expected.items():
+    # A file counts as modified when it matches neither the pristine text nor what
+    # init wrote (so an upgrade of the templates does not flag old workspaces).
+    try:
+        at_init = json.loads((w / META).read_text()).get("protected", {})
+    except (OSError, ValueError):
+        at_init = {}
+    for rel in INTEGRITY_CHECKED:
         p = w / rel
-        if p.is_file() and p.read_text(errors="replace") != text:
+        if not p.is_file():
+            continue
+        got = p.read_text(errors="replace")
+        if got != expected[rel] and _digest(got) != at_init.get(rel):
             findings.append(("protected-file-modified", rel, f"{rel} differs from the pristine copy; the pristine one is used"))
     sources = read_agent_sources(w)
     root = Path(dest)

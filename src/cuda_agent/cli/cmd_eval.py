@@ -1,0 +1,59 @@
+"""`cuda-agent eval`: evaluate a workspace, or a KernelBench single-file solution.
+
+Exit 0 whenever the evaluation ran, whatever the candidate did (the verdict is
+in the output); 2 for bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cuda_agent.cli.main import UsageError
+
+HELP = "evaluate a workspace (or --task T.py --solution S.py): compile, correctness, timing, reward"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("workdir", nargs="?", help="a workspace made by `cuda-agent init`")
+    p.add_argument("--task", help="the pristine task file (default: the one recorded at init)")
+    p.add_argument("--solution", help="a KernelBench single-file solution (ModelNew with load_inline); needs --task")
+    p.add_argument("--phase", choices=("compile", "verify", "profile"), default="profile",
+                   help="stop after compiling, after checking correctness, or time and score (default)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--no-cache", action="store_true", help="rebuild, re-time baselines, do not reuse results")
+    p.add_argument("--timed-calls", type=int, default=None, help="timed calls per round (default 50)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cuda_agent.eval.api import evaluate_single_file, evaluate_workspace, render_text
+    from cuda_agent.eval.config import EvalConfig
+    from cuda_agent.task.taskfile import Task
+
+    cfg = EvalConfig(use_cache=not args.no_cache)
+    if args.timed_calls is not None:
+        if args.timed_calls < 3:
+            raise UsageError("--timed-calls must be at least 3")
+        cfg.n_timed = args.timed_calls
+    task = Task.from_file(args.task) if args.task else None
+    if args.solution:
+        if task is None:
+            raise UsageError("--solution needs --task (the reference task file)")
+        if args.workdir:
+            raise UsageError("give either a workspace or --solution, not both")
+        result = evaluate_single_file(task, Path(args.solution), phase=args.phase, config=cfg)
+    else:
+        if not args.workdir:
+            raise UsageError("give a workspace directory, or --task T.py --solution S.py")
+        w = Path(args.workdir)
+        if not w.is_dir():
+            raise UsageError(f"workspace not found: {w}")
+        result = evaluate_workspace(w, task=task, phase=args.phase, config=cfg)
+    if args.json:
+        print(result.to_json())
+    else:
+        print(render_text(result))
+        if result.status.value == "no_gpu":
+            print("note: no CUDA GPU is visible here; timing and correctness need one", file=sys.stderr)
+    return 0

@@ -1,0 +1,45 @@
+"""Plain-text rendering of an `EvalResult` (for the CLI and the agent's tools).
+
+Contract: `result_text` returns a short, stable, human-readable report: status
+line, times and speedups when measured, findings, failed checks, and the tail
+of the compiler or child log when something failed. No colour codes, so the
+same text can go to a terminal or into an LLM context.
+"""
+
+from __future__ import annotations
+
+from cuda_agent.eval.result import EvalResult, Status
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g} ms"
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}x"
+
+
+def result_text(r: EvalResult, log_chars: int = 3000) -> str:
+    lines = [f"status: {r.status.value}    reward: {'-' if r.reward is None else r.reward}    correct: {r.correct}"]
+    if r.message:
+        lines.append(f"message: {r.message}")
+    if r.time_ms is not None:
+        cv = f" (cv {r.timing.cv:.1%}, n={r.timing.n})" if r.timing else ""
+        lines.append(f"candidate:     {_ms(r.time_ms)}{cv}")
+        lines.append(f"eager:         {_ms(r.eager_ms)}    speedup {_x(r.speedup_vs_eager)}")
+        lines.append(f"torch.compile: {_ms(r.compile_ms)}    speedup {_x(r.speedup_vs_compile)}")
+    if r.checks:
+        worst = max((c.rel_l2_err or 0.0) for c in r.checks)
+        ok = sum(c.passed for c in r.checks)
+        lines.append(f"checks: {ok}/{len(r.checks)} passed, worst relative L2 error {worst:.2e}")
+    for f in r.findings:
+        where = f"{f.file}:{f.line}" if f.file and f.line else (f.file or "")
+        lines.append(f"finding [{f.severity.value}] {f.rule} {where}: {f.message}")
+    if r.gpu or r.torch:
+        lines.append(f"gpu: {r.gpu or 'none'}    torch: {r.torch}    precision: {r.precision}")
+    if r.status not in (Status.OK, Status.NO_GPU) and r.log.strip():
+        log = r.log.strip()
+        if len(log) > log_chars:
+            log = "[...]\n" + log[-log_chars:]
+        lines.append("log:\n" + log)
+    return "\n".join(lines)

@@ -1,0 +1,103 @@
+"""A real HTTP server speaking the OpenAI chat-completions API with scripted replies.
+
+Used by the agent and llm tests: it binds 127.0.0.1 on a random port, serves
+from a thread, and answers each POST .../chat/completions with the next item of
+its script. Items: `reply(...)` (content and/or native tool calls), `error(code)`
+(an HTTP error with an OpenAI-style body), or a callable taking the request body
+and returning one of those. An exhausted script answers a plain text reply.
+Every request body is kept in `requests` so tests can check what was sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def call(name: str, args: dict[str, Any] | str | None = None) -> dict[str, Any]:
+    """A native tool call; `args` may be a dict or raw (possibly broken) JSON text."""
+    raw = args if isinstance(args, str) else json.dumps(args or {})
+    return {"id": "call_" + uuid.uuid4().hex[:8], "type": "function", "function": {"name": name, "arguments": raw}}
+
+
+def text_call(name: str, args: dict[str, Any]) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": args}) + "</tool_call>"
+
+
+def reply(content: str | None = None, calls: list[dict[str, Any]] | None = None, usage: dict[str, int] | None = None,
+          finish_reason: str | None = None) -> dict[str, Any]:
+    return {"kind": "reply", "content": content, "calls": calls or [], "usage": usage, "finish_reason": finish_reason}
+
+
+def error(code: int, message: str = "scripted failure") -> dict[str, Any]:
+    return {"kind": "error", "code": code, "message": message}
+
+
+class FakeOpenAI:
+    def __init__(self, script: list[Any] | None = None):
+        self.script: list[Any] = list(script or [])
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server naming
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                code, payload = server._answer(self.path, body)
+                data = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+
+    def start(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.requests.append(body)
+            item: Any = self.script.pop(0) if self.script else reply("(script exhausted)")
+        if not path.endswith("/chat/completions"):
+            return 404, {"error": {"message": f"no route {path}", "type": "not_found"}}
+        if callable(item):
+            item = item(body)
+        if item["kind"] == "error":
+            return item["code"], {"error": {"message": item["message"], "type": "scripted", "code": item["code"]}}
+        prompt = len(json.dumps(body.get("messages", []))) // 4
+        completion = (len(item["content"] or "") + len(json.dumps(item["calls"]))) // 4
+        usage = item["usage"] or {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        message: dict[str, Any] = {"role": "assistant", "content": item["content"]}
+        if item["calls"]:
+            message["tool_calls"] = item["calls"]
+        finish = item["finish_reason"] or ("tool_calls" if item["calls"] else "stop")
+        return 200, {"id": "chatcmpl-" + uuid.uuid4().hex[:8], "object": "chat.completion", "created": 0,
+                     "model": body.get("model", "fake"), "usage": usage,
+                     "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+
+
+@contextmanager
+def serving(script: list[Any] | Callable[[], list[Any]] | None = None) -> Iterator[FakeOpenAI]:
+    s = FakeOpenAI(script() if callable(script) else script).start()
+    try:
+        yield s
+    finally:
+        s.stop()

@@ -1,0 +1,95 @@
+"""The whole evaluation pipeline (stage, build, spawned children, compare, timing,
+reward) on the CPU lane, so CI exercises the parent/child machinery for real:
+a crash, a hang, wrong numbers and mutated inputs each become a typed status,
+and the next evaluation still succeeds."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.eval.api import evaluate_workspace
+from cuda_agent.eval.config import EvalConfig
+from cuda_agent.eval.result import Status
+from cuda_agent.task import Task
+from cuda_agent.task.workspace import init_workspace
+
+from conftest import FIXTURES
+
+pytestmark = pytest.mark.slow
+LANE = FIXTURES / "cpu_lane"
+
+
+def make_ws(tmp_path: Path, behaviour: str = "good", name: str = "ws") -> Path:
+    ws = init_workspace(Task.from_file(LANE / "task.py"), tmp_path / name)
+    shutil.copytree(LANE / "kernels", ws / "kernels", dirs_exist_ok=True)
+    text = (LANE / "model_new.py").read_text().replace("cuda_extension.good(", f"cuda_extension.{behaviour}(")
+    (ws / "model_new.py").write_text(text)
+    return ws
+
+
+def cpu_cfg(**kw) -> EvalConfig:
+    base = dict(device="cpu", compile_baseline=False, n_timed=10, n_warmup=3, max_rounds=1,
+                load_timeout=60, correctness_timeout=20, timing_timeout=60)
+    base.update(kw)
+    return EvalConfig(**base)
+
+
+def test_good_candidate_is_correct_and_timed(tmp_path, cache_env):
+    r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg())
+    assert r.status is Status.OK, r.message + r.log
+    assert r.correct and r.reward in (1, 2, 3)
+    assert len(r.checks) == 5 + 2 and all(c.passed for c in r.checks)
+    assert r.time_ms and r.time_ms > 0 and r.eager_ms and r.eager_ms > 0
+    assert r.timing is not None and r.timing.n == 10
+    assert all(c.rel_l2_err is not None and c.rel_l2_err < 1e-6 for c in r.checks)
+
+
+@pytest.mark.parametrize(
+    "behaviour,status,needle",
+    [
+        ("wrong", Status.INCORRECT, "outside atol"),
+        ("unwritten", Status.INCORRECT, ""),
+        ("mutate", Status.INCORRECT, "modified its input"),
+        ("raises", Status.RUNTIME_ERROR, "deliberate failure"),
+        ("segfault", Status.RUNTIME_ERROR, "SIGSEGV"),
+    ],
+)
+def test_faulty_candidates_become_typed_results(tmp_path, cache_env, behaviour, status, needle):
+    r = evaluate_workspace(make_ws(tmp_path, behaviour), config=cpu_cfg())
+    assert r.status is status, (r.status, r.message)
+    assert r.reward == -1 and not r.correct
+    assert needle in r.message + r.log
+
+
+def test_hang_is_killed_within_budget_and_next_evaluation_succeeds(tmp_path, cache_env):
+    t0 = time.monotonic()
+    r = evaluate_workspace(make_ws(tmp_path, "hang", "hang"), config=cpu_cfg(correctness_timeout=3))
+    assert r.status is Status.TIMEOUT and r.reward == -1
+    assert time.monotonic() - t0 < 60
+    ok = evaluate_workspace(make_ws(tmp_path, "good", "after"), config=cpu_cfg())
+    assert ok.status is Status.OK, ok.message
+
+
+def test_unchanged_candidate_reuses_result_and_build(tmp_path, cache_env):
+    ws = make_ws(tmp_path)
+    first = evaluate_workspace(ws, config=cpu_cfg())
+    t0 = time.monotonic()
+    again = evaluate_workspace(ws, config=cpu_cfg())
+    assert time.monotonic() - t0 < 1.0
+    assert again.cache.get("result") is True and again.reward == first.reward
+    fresh = evaluate_workspace(ws, config=cpu_cfg(use_cache=True), phase="verify")
+    assert fresh.cache.get("build") is True  # verify phase: new result, same objects
+
+
+def test_protected_file_tampering_is_rejected_and_pristine_used(tmp_path, cache_env):
+    ws = make_ws(tmp_path)
+    model = ws / "model.py"
+    model.chmod(0o644)
+    model.write_text(model.read_text().replace("* 2.0", "* 2.2"))
+    r = evaluate_workspace(ws, config=cpu_cfg())
+    assert r.status is Status.REJECTED and r.reward == -1
+    assert any(f.rule == "protected-file-modified" and f.file == "model.py" for f in r.findings)
