@@ -23,6 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop after compiling, after checking correctness, or time and score (default)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--no-cache", action="store_true", help="rebuild, re-time baselines, do not reuse results")
+    p.add_argument("--fresh", action="store_true", help="evaluate again even if this exact candidate was scored before")
     p.add_argument("--timed-calls", type=int, default=None, help="timed calls per round (default 50)")
 
 
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from cuda_agent.eval.config import EvalConfig
     from cuda_agent.task.taskfile import Task
 
-    cfg = EvalConfig(use_cache=not args.no_cache)
+    cfg = EvalConfig(use_cache=not args.no_cache, reuse_results=not (args.no_cache or args.fresh))
     if args.timed_calls is not None:
         if args.timed_calls < 3:
             raise UsageError("--timed-calls must be at least 3")

@@ -32,7 +32,8 @@ class EvalConfig:
     timing_timeout: float = 300.0
     baseline_timeout: float = 600.0
     # caches
-    use_cache: bool = True  # build cache, baseline cache, result cache
+    use_cache: bool = True  # build cache and baseline cache
+    reuse_results: bool = True  # return the stored result of an identical candidate (same evaluator, GPU, torch)
     # "cuda" evaluates on the GPU. "cpu" runs the same parent/child pipeline on
     # the CPU with host-clock timing: it exists to test the harness where no GPU
     # is (CI); its times say nothing about kernels.

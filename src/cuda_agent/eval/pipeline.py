@@ -107,7 +107,7 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
     )
     cache = KVCache(cache_root() / "eval.sqlite") if cfg.use_cache else None
     rkey = f"result/{evaluator_fingerprint()}/{cand.task.hash}/{cand.hash}/{res.gpu}/{res.torch}/{cfg.phase}"
-    if cache is not None and (hit := cache.get(rkey)) is not None:
+    if cache is not None and cfg.reuse_results and (hit := cache.get(rkey)) is not None:
         out = EvalResult.from_dict(hit)
         out.cache = {**out.cache, "result": True}
         return out

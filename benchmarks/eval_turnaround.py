@@ -1,0 +1,117 @@
+"""Evaluation turnaround on a GPU: our cached evaluator against the naive chain.
+
+For each bundled example (baselines warmed first, as in an agent session):
+- edit one .cu file, then the full result (compile + verify + time + reward);
+- re-evaluate the unchanged candidate;
+- evaluate the same candidate in two separate processes and compare
+  speedup_vs_compile;
+and for the first --naive examples, the naive chain (benchmarks/naive_chain.py:
+delete the build, rebuild everything with cpp_extension.load, profile eager,
+torch.compile and the candidate afresh). Prints the figures and a table last;
+writes JSON under $OUT.
+
+Usage: PYTHONPATH=src python3 benchmarks/eval_turnaround.py [--edits 3] [--naive 2] [--only NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from cuda_agent.eval.api import evaluate_workspace  # noqa: E402
+from cuda_agent.eval.config import EvalConfig  # noqa: E402
+from cuda_agent.task import Task  # noqa: E402
+from cuda_agent.task.workspace import cache_root, init_workspace  # noqa: E402
+
+
+def timed(fn):
+    t0 = time.monotonic()
+    r = fn()
+    return r, time.monotonic() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--edits", type=int, default=3)
+    ap.add_argument("--naive", type=int, default=2)
+    ap.add_argument("--only", nargs="*")
+    a = ap.parse_args()
+    out = Path(os.environ.get("OUT") or ROOT / "out")
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="turnaround-"))
+    examples = sorted(p for p in (ROOT / "examples").iterdir() if (p / "solution").is_dir())
+    if a.only:
+        examples = [p for p in examples if p.name in a.only]
+    rows = []
+    for i, ex in enumerate(examples):
+        ws = init_workspace(Task.from_file(ex / "task.py"), work / ex.name)
+        shutil.copy(ex / "solution" / "model_new.py", ws / "model_new.py")
+        shutil.copytree(ex / "solution" / "kernels", ws / "kernels", dirs_exist_ok=True)
+        warm, warm_s = timed(lambda ws=ws: evaluate_workspace(ws, config=EvalConfig()))
+        cu = sorted((ws / "kernels").glob("*.cu"))[0]
+        edit_s, rebuilt = [], []
+        for k in range(a.edits):
+            cu.write_text(cu.read_text() + f"\n// edit {k} {time.time_ns()}\n")
+            r, s = timed(lambda ws=ws: evaluate_workspace(ws, config=EvalConfig(reuse_results=False)))
+            edit_s.append(s)
+            rebuilt.append(r.phases_s.get("compile"))
+            if r.status.value != "ok":
+                print(f"{ex.name}: edit evaluation gave {r.status.value}: {r.message}", flush=True)
+        same, same_s = timed(lambda ws=ws: evaluate_workspace(ws, config=EvalConfig()))
+        procs = []
+        for _ in range(2):
+            p = subprocess.run([sys.executable, "-m", "cuda_agent", "eval", str(ws), "--json", "--fresh"],
+                               capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+            try:
+                procs.append(json.loads(p.stdout))
+            except ValueError:
+                print(p.stdout[-2000:], p.stderr[-2000:], flush=True)
+                procs.append({})
+        sc = [d.get("speedup_vs_compile") for d in procs]
+        diff = abs(sc[0] - sc[1]) / statistics.fmean(sc) if all(sc) else None
+        naive = None
+        if i < a.naive:
+            env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_root() / "inductor")}
+            p, naive_s = timed(lambda ws=ws, env=env: subprocess.run(
+                [sys.executable, str(ROOT / "benchmarks" / "naive_chain.py"), str(ws)], capture_output=True, text=True, env=env))
+            try:
+                naive = {**json.loads(p.stdout.strip().splitlines()[-1]), "wall_s": naive_s}
+            except (ValueError, IndexError):
+                print(p.stdout[-1500:], p.stderr[-3000:], flush=True)
+        row = {
+            "example": ex.name, "status": warm.status.value, "reward": warm.reward, "eager_ms": warm.eager_ms,
+            "warm_first_s": warm_s, "edit_s": edit_s, "edit_compile_s": rebuilt, "unchanged_s": same_s,
+            "unchanged_cached": same.cache.get("result"), "two_proc_vs_compile": sc, "two_proc_diff": diff, "naive": naive,
+        }
+        rows.append(row)
+        (out / "turnaround.json").write_text(json.dumps(rows, indent=1))
+        print(json.dumps(row), flush=True)
+
+    all_edits = [s for r in rows for s in r["edit_s"]]
+    print("\n" + "=" * 100)
+    print(f"{'example':20} {'eager ms':>9} {'edit->result s (median)':>24} {'unchanged s':>12} {'naive s':>8} {'naive/ours':>10} {'2-proc diff':>11}")
+    for r in rows:
+        med = statistics.median(r["edit_s"])
+        nv = r["naive"]["wall_s"] if r["naive"] else None
+        print(f"{r['example'][:20]:20} {r['eager_ms'] or 0:9.4g} {med:24.2f} {r['unchanged_s']:12.3f} "
+              f"{('%.1f' % nv) if nv else '-':>8} {('%.1fx' % (nv / med)) if nv else '-':>10} "
+              f"{('%.2f%%' % (100 * r['two_proc_diff'])) if r['two_proc_diff'] is not None else '-':>11}")
+    if all_edits:
+        print(f"edit one .cu -> full result: median {statistics.median(all_edits):.2f} s over {len(all_edits)} edits "
+              f"(target <= 5 s); unchanged re-evaluation: max {max(r['unchanged_s'] for r in rows):.3f} s (target <= 1 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,127 @@
+"""The GPU check: build, check and time everything on a CUDA machine in one call.
+
+Runs (1) every bundled example's solution through the full evaluator and
+expects reward 3; (2) the faulty fixtures (compile error, wrong, illegal
+address, hang) and expects their statuses, each followed by a good
+evaluation in the same run to show the fault was contained; (3) pytest's
+`gpu`-marked tests. Writes every result as JSON under $OUT (or ./out) and
+prints a short table last. Exit 1 if any expectation failed.
+
+Usage: PYTHONPATH=src python3 scripts/gpu_check.py [--only NAME ...] [--skip-pytest]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from cuda_agent.eval.api import evaluate_workspace  # noqa: E402
+from cuda_agent.eval.config import EvalConfig  # noqa: E402
+from cuda_agent.eval.result import EvalResult  # noqa: E402
+from cuda_agent.task import Task  # noqa: E402
+from cuda_agent.task.workspace import init_workspace  # noqa: E402
+
+FAULTS = {  # fixture -> expected status
+    "compile_error": "compile_error",
+    "wrong": "incorrect",
+    "illegal_address": "runtime_error",
+    "hang": "timeout",
+}
+
+
+def workspace(task: Path, solution: Path, dest: Path) -> Path:
+    ws = init_workspace(Task.from_file(task), dest, force=True)
+    shutil.copy(solution / "model_new.py", ws / "model_new.py")
+    shutil.copytree(solution / "kernels", ws / "kernels", dirs_exist_ok=True)
+    return ws
+
+
+def row(name: str, r: EvalResult, expect: str, ok: bool, wall: float) -> dict:
+    return {
+        "name": name, "expect": expect, "ok": ok, "status": r.status.value, "reward": r.reward,
+        "time_ms": r.time_ms, "eager_ms": r.eager_ms, "compile_ms": r.compile_ms,
+        "vs_eager": r.speedup_vs_eager, "vs_compile": r.speedup_vs_compile,
+        "cv": r.timing.cv if r.timing else None, "wall_s": round(wall, 1), "message": r.message[:160],
+    }
+
+
+def fmt(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", nargs="*", help="example names to run")
+    ap.add_argument("--skip-faults", action="store_true")
+    ap.add_argument("--skip-pytest", action="store_true")
+    a = ap.parse_args()
+    out = Path(os.environ.get("OUT") or ROOT / "out")
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    rows: list[dict] = []
+    results: dict[str, dict] = {}
+
+    def record(name: str, r: EvalResult, expect: str, ok: bool, wall: float) -> None:
+        rows.append(row(name, r, expect, ok, wall))
+        results[name] = r.to_dict()
+        (out / "gpu_check.json").write_text(json.dumps({"rows": rows, "results": results}, indent=1))
+        print(f"[{'ok' if ok else 'FAIL'}] {name}: {r.status.value} reward={r.reward} {r.message[:200]}", flush=True)
+        if not ok and r.log:
+            print(r.log[-2500:], flush=True)
+
+    examples = sorted(p for p in (ROOT / "examples").iterdir() if (p / "solution").is_dir())
+    if a.only:
+        examples = [p for p in examples if p.name in a.only]
+    for ex in examples:
+        t0 = time.monotonic()
+        r = evaluate_workspace(workspace(ex / "task.py", ex / "solution", work / ex.name), config=EvalConfig())
+        record(f"example/{ex.name}", r, "reward 3", r.reward == 3, time.monotonic() - t0)
+
+    if not a.skip_faults:
+        good = ROOT / "examples" / "diag_matmul"
+        for fault, expect in FAULTS.items():
+            fx = ROOT / "tests" / "fixtures" / "faulty" / fault
+            if not fx.is_dir():
+                continue
+            cfg = EvalConfig(correctness_timeout=20, load_timeout=60, reuse_results=False)
+            t0 = time.monotonic()
+            r = evaluate_workspace(workspace(good / "task.py", fx, work / f"fault_{fault}"), config=cfg)
+            record(f"fault/{fault}", r, expect, r.status.value == expect and r.reward == -1, time.monotonic() - t0)
+            t0 = time.monotonic()
+            r = evaluate_workspace(workspace(good / "task.py", good / "solution", work / f"after_{fault}"),
+                                   config=EvalConfig(reuse_results=False))
+            record(f"after/{fault}", r, "ok", r.status.value == "ok" and r.correct, time.monotonic() - t0)
+
+    pytest_rc = None
+    if not a.skip_pytest:
+        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", str(ROOT / "tests")],
+                           cwd=ROOT, capture_output=True, text=True)
+        pytest_rc = p.returncode
+        (out / "pytest_gpu.log").write_text(p.stdout + p.stderr)
+        print("\n".join((p.stdout + p.stderr).strip().splitlines()[-15:]))
+
+    print("\n" + "=" * 118)
+    print(f"{'check':28} {'expect':14} {'status':14} {'rw':>3} {'t ms':>9} {'eager':>9} {'compile':>9} {'xEag':>6} {'xComp':>6} {'cv':>6} {'wall s':>7}")
+    for x in rows:
+        print(f"{x['name'][:28]:28} {x['expect']:14} {x['status']:14} {fmt(x['reward'], 'd'):>3} "
+              f"{fmt(x['time_ms'], '.4g'):>9} {fmt(x['eager_ms'], '.4g'):>9} {fmt(x['compile_ms'], '.4g'):>9} "
+              f"{fmt(x['vs_eager'], '.2f'):>6} {fmt(x['vs_compile'], '.2f'):>6} {fmt(x['cv'], '.3f'):>6} {x['wall_s']:>7}  {'ok' if x['ok'] else 'FAIL'}")
+    failed = [x["name"] for x in rows if not x["ok"]]
+    print(f"passed {len(rows) - len(failed)}/{len(rows)}" + (f"; pytest -m gpu exit {pytest_rc}" if pytest_rc is not None else ""))
+    if failed:
+        print("failed: " + ", ".join(failed))
+    return 1 if failed or (pytest_rc not in (None, 0, 5)) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

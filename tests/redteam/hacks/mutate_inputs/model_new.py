@@ -1,0 +1,13 @@
+import torch
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        cuda_extension.relu_inplace(x)
+        return x

