@@ -870,9 +870,9 @@ NATIVE_CPP = re.compile(r"^(dlopen|dlsym|dlmopen|dlvsym|LoadLibrary\w*|GetProcAd
 ENV_CPP = {"getenv", "secure_getenv", "setenv", "putenv", "unsetenv", "environ"}
 TIMING_CPP = re.compile(r"^(cudaEventCreate\w*|cudaEventRecord\w*|cudaEventElapsedTime\w*|cudaStreamIsCapturing|cuStreamIsCapturing|gettimeofday|clock_gettime|chrono|CUDAEvent|cudaStreamQuery)$")
 MALLOC_CPP = re.compile(r"^(cudaMalloc|cudaMallocAsync|cudaMallocManaged|cudaMallocHost|cudaHostAlloc|cudaMallocPitch|cudaMalloc3D|cuMemAlloc\w*)$")
-THIRD_PARTY_NS = {"cutlass", "cute", "thrust", "cub", "hipcub", "Eigen", "cutensor", "nccl", "tbb", "cuda_fp8"}
+THIRD_PARTY_NS = {"cutlass", "cute", "thrust", "cub", "hipcub", "Eigen", "cutensor", "nccl", "tbb"}
 THIRD_PARTY_ID = re.compile(r"^(curand\w*|cufft\w*|cusparse\w*|cusolver\w*|nccl[A-Z]\w*|cutensor\w*|npp[a-zA-Z]\w*|cublasXt\w*|magma_\w+)$")
-THIRD_PARTY_INC = re.compile(r"^(cutlass|cute|thrust|cub|curand|cufft|cusparse|cusolver|nccl|cutensor|npp|nvjpeg|magma|Eigen|unsupported/Eigen|cudnn_frontend|cudss|cuda_fp8|nvrtc|nvJitLink|cublasXt)(\b|_|/|\.)", re.I)
+THIRD_PARTY_INC = re.compile(r"^(cutlass|cute|thrust|cub|hipcub|Eigen|unsupported/Eigen|cudnn_frontend)(/|\.|$)|^(curand|cufft|cusparse|cusolver|nccl|cutensor|npp|nvjpeg|magma|cudss|nvrtc|nvJitLink|cublasXt)", re.I)
 CUBLAS_NON_GEMM = re.compile(r"^cublas(?:i?[sdczh]?)(axpy|scal|copy|swap|dot[uc]?|nrm2|asum|amax|amin|rot|rotg|rotm|rotmg|geam|dgmm|trsm|trsv|tbsv|tpsv|getr[fis]|geqrf|gels|matinv)(?:ex)?(?:batched|stridedbatched)?(?:_v2)?(?:_64)?$", re.I)
 CUDNN_NON_CONV = re.compile(r"^cudnn(Activation(Forward|Backward)|Softmax\w+|Pooling\w+|BatchNormalization\w+|Normalization\w+|LRN\w+|DivisiveNormalization\w+|RNN\w+|MultiHead\w+|Dropout(Forward|Backward)|OpTensor|ReduceTensor|SpatialTf\w+|CTCLoss\w*|TransformTensor\w*|ScaleTensor|SetTensor|Backend\w*)$")
 LOW_CPP_IDS = re.compile(r"^(__half2?|__nv_bfloat162?|nv_bfloat162?|__nv_fp8\w*|__float2half\w*|__half2float|__floats2half2\w*|__float22half2\w*|__half22float2|__float2bfloat16\w*|__bfloat162float|__floats2bfloat162\w*|__float22bfloat162\w*|__h(add|sub|mul|div|fma|max|min|neg|abs)2?\w*|__float_to_tf32|wmma|nvcuda|wgmma|mma_sync|Half|BFloat16|kHalf|kFloat16|kBFloat16|kFloat8\w*|Float8\w*|CUBLAS_TF32_TENSOR_OP_MATH|CUBLAS_TENSOR_OP_MATH|CUBLAS_COMPUTE_32F_FAST_\w+|CUBLAS_COMPUTE_16F\w*|CUDA_R_16F|CUDA_R_16BF|CUDA_R_8F\w*|CUDA_C_16F|CUDA_C_16BF|CUDNN_TENSOR_OP_MATH\w*|CUDNN_DATA_HALF|CUDNN_DATA_BFLOAT16|CUDNN_DATA_FP8\w*|setAllowTF32CuBLAS|setAllowTF32CuDNN|setFloat32MatmulPrecision|setAllowFP16ReductionCuBLAS|setAllowBF16ReductionCuBLAS|setFloat32Precision|cublasHgemm\w*|tf32)$")
@@ -880,7 +880,7 @@ FP8_CPP_IDS = re.compile(r"^(__nv_fp8\w*|kFloat8\w*|Float8\w*|CUDA_R_8F\w*|CUDNN
 LOW_PTX = re.compile(r"\b(w?gmma|mma\.sync|mma\.sp|tcgen05|wmma)\b|\.tf32\b|\.f16x?2?\b|\.bf16x?2?\b|\.e4m3|\.e5m2|cvt\.rna\.tf32")
 FP8_PTX = re.compile(r"\.e4m3|\.e5m2")
 SUSPICIOUS_INC = re.compile(r"^(thread|future|pthread\.h|fstream|filesystem|dlfcn\.h|sys/socket\.h|netinet/.*|arpa/.*|unistd\.h|fcntl\.h|sys/mman\.h|spawn\.h|sys/wait\.h|omp\.h|chrono|sys/time\.h|ctime|time\.h)$")
-LOW_INC = re.compile(r"^(cuda_fp16\.h|cuda_bf16\.h|mma\.h|cuda_fp16\.hpp|cuda_bf16\.hpp)$")
+LOW_INC = re.compile(r"^(cuda_fp16\.h|cuda_bf16\.h|cuda_fp8\.h|mma\.h|cuda_fp16\.hpp|cuda_bf16\.hpp)$")
 TORCH_INC = re.compile(r"^(torch/|ATen/|c10/|binding_registry\.h)")
 CPP_TENSOR_VIEW = {"t", "transpose", "permute", "expand", "expand_as", "narrow", "select", "as_strided", "chunk", "split", "unbind", "to", "cuda", "cpu", "toType", "type", "item", "slice", "index", "from_blob", "resize_", "set_"}
 
@@ -985,6 +985,8 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
                 sink.add("lowered-precision", t.line, f".{m}() casts below fp32")
             elif m in CPP_TENSOR_VIEW:
                 sink.add("aten-compute", t.line, f"tensor method .{m}() runs ATen", W)
+            else:
+                _check_plain_id(sink, m, toks, i, precision)
         elif t.kind == "id" and prev.text in (".", "->", "::"):
             _check_plain_id(sink, t.text, toks, i, precision)
         elif t.kind == "punct" and t.text in ("+", "-", "*", "/", "+=", "-=", "*=", "/=", "%", "|", "&", "^") and torch_aware and tensor_names:

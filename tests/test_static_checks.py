@@ -1,0 +1,476 @@
+"""Static checks: the red-team corpus, per-rule unit tests, and the `check` CLI (CPU only)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.cli.main import main
+from cuda_agent.eval.result import Severity
+from cuda_agent.eval.static_checks import (
+    RULES,
+    check_cpp,
+    check_python,
+    check_single_file,
+    check_sources,
+    lex_cpp,
+    rules_markdown,
+)
+from cuda_agent.task.taskfile import Task
+from cuda_agent.task.workspace import init_workspace, read_agent_sources
+
+REPO = Path(__file__).resolve().parents[1]
+REDTEAM = Path(__file__).resolve().parent / "redteam"
+HACKS = sorted(p for p in (REDTEAM / "hacks").iterdir() if p.is_dir())
+CONTROLS = sorted(p for p in (REDTEAM / "controls").iterdir() if p.is_dir())
+TASKS = {"elementwise_relu", "matmul", "softmax"}
+
+
+def _findings(d: Path, precision: str = "fp32"):
+    if (d / "solution.py").is_file():
+        return check_single_file((d / "solution.py").read_text(), precision=precision)
+    return check_sources(read_agent_sources(d), precision=precision)
+
+
+def _rejects(findings):
+    return {f.rule for f in findings if f.severity is Severity.REJECT}
+
+
+def _warns(findings):
+    return {f.rule for f in findings if f.severity is Severity.WARN}
+
+
+# --------------------------------------------------------------------------- corpus
+
+
+def test_corpus_shape():
+    assert len(HACKS) >= 25 and len(CONTROLS) >= 5
+    for t in TASKS:
+        task = Task.from_file(REDTEAM / "tasks" / f"{t}.py")
+        assert task.precision == "fp32"
+    runtime = [d for d in HACKS if json.loads((d / "EXPECT.json").read_text())["caught_by"] == "runtime"]
+    assert runtime, "the corpus must keep hacks for the runtime defences too"
+
+
+@pytest.mark.parametrize("d", HACKS, ids=lambda p: p.name)
+def test_hack(d: Path):
+    exp = json.loads((d / "EXPECT.json").read_text())
+    assert set(exp) >= {"mechanism", "caught_by", "rule", "task"} and exp["task"] in TASKS
+    assert (d / "model_new.py").is_file() or (d / "solution.py").is_file()
+    found = _findings(d)
+    if exp["caught_by"] == "static":
+        assert exp["rule"] in RULES
+        assert exp["rule"] in _rejects(found), [f.to_dict() for f in found]
+    else:
+        assert exp["caught_by"] == "runtime" and exp["rule"] is None
+    assert set(exp.get("warn", [])) <= _warns(found) | _rejects(found)
+
+
+@pytest.mark.parametrize("d", CONTROLS, ids=lambda p: p.name)
+def test_control_is_clean(d: Path):
+    exp = json.loads((d / "EXPECT.json").read_text())
+    assert exp["control"] is True and exp["task"] in TASKS
+    found = _findings(d)
+    assert not _rejects(found), [f.to_dict() for f in found if f.severity is Severity.REJECT]
+
+
+def _example_solutions():
+    return sorted(p for p in (REPO / "examples").glob("*/solution") if (p / "model_new.py").is_file())
+
+
+@pytest.mark.skipif(not _example_solutions(), reason="no examples/*/solution yet")
+@pytest.mark.parametrize("d", _example_solutions(), ids=lambda p: p.parent.name)
+def test_examples_are_clean(d: Path):
+    task_file = d.parent / "task.py"
+    precision = Task.from_file(task_file).precision if task_file.is_file() else "fp32"
+    found = check_sources(read_agent_sources(d), precision=precision)
+    assert not _rejects(found), [f.to_dict() for f in found if f.severity is Severity.REJECT]
+
+
+# --------------------------------------------------------------------------- table and module hygiene
+
+
+def test_rule_table():
+    for rid, rule in RULES.items():
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rid), rid
+        assert rule.what and rule.instead and set(rule.langs.split(",")) <= {"py", "cpp"}
+    md = rules_markdown()
+    assert all(f"`{rid}`" in md for rid in RULES)
+
+
+def test_module_imports_only_stdlib_and_result():
+    import sys
+
+    src = (REPO / "src/cuda_agent/eval/static_checks.py").read_text()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        else:
+            continue
+        for n in names:
+            top = n.split(".")[0]
+            assert n == "cuda_agent.eval.result" or top == "__future__" or top in sys.stdlib_module_names, n
+
+
+# --------------------------------------------------------------------------- Python rules
+
+
+def model(forward: str, init: str = "", top: str = "", imports: str = "") -> str:
+    fwd = textwrap.indent(textwrap.dedent(forward).strip("\n"), " " * 8)
+    ini = textwrap.indent(textwrap.dedent(init).strip("\n"), " " * 8) if init else ""
+    return (
+        "import torch\nimport torch.nn as nn\n" + imports + "\nimport cuda_extension\n\n" + textwrap.dedent(top)
+        + "\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n" + (ini + "\n" if ini else "")
+        + "\n    def forward(self, x, y):\n" + fwd + "\n"
+    )
+
+
+OK_FORWARD = "return cuda_extension.op(x.contiguous(), y)"
+
+PY_CASES = [
+    ("torch-compute", model("return torch.relu(x)")),
+    ("torch-compute", model("return x.exp()")),
+    ("torch-compute", model("out = cuda_extension.op(x, y)\nreturn out + 1")),
+    ("torch-compute", model("out = cuda_extension.op(x, y)\nout += 1\nreturn out")),
+    ("torch-compute", model("out = torch.empty_like(x)\nout[:] = x\nreturn out")),
+    ("torch-compute", model("out = cuda_extension.op(x, y)\nout.mul_(2)\nreturn out")),
+    ("torch-compute", model("return -cuda_extension.op(x, y)")),
+    ("torch-compute", model("return torch.ones_like(x)")),
+    ("torch-compute", model("return self.w @ x", init="self.w = nn.Parameter(torch.randn(4, 4))")),
+    ("torch-compute", model("return helper(x)", top="def helper(t):\n    return t.sum(dim=1)\n")),
+    ("torch-compute", model("return cuda_extension.op(x, y)", imports="from torch import *\n")),
+    ("nn-functional", model(OK_FORWARD, imports="import torch.nn.functional as F\n")),
+    ("nn-functional", model("return torch.nn.functional.gelu(x)")),
+    ("nn-submodule-call", model("return self.lin(x)", init="self.lin = nn.Linear(4, 4)")),
+    ("nn-submodule-call", model("for layer in self.layers:\n    x = layer(x)\nreturn x", init="self.layers = nn.ModuleList([nn.Linear(4, 4)])")),
+    ("reference-model", model(OK_FORWARD, imports="from model import Model\n")),
+    ("reference-model", model("return self.ref(x)", init="self.ref = Model()")),
+    ("try-fallback", model("try:\n    return cuda_extension.op(x, y)\nexcept Exception:\n    return x")),
+    ("cuda-stream", model("s = torch.cuda.Stream()\nreturn cuda_extension.op(x, y)")),
+    ("cuda-graph", model("g = torch.cuda.CUDAGraph()\nreturn cuda_extension.op(x, y)")),
+    ("threads", model(OK_FORWARD, imports="import multiprocessing\n")),
+    ("threads", model(OK_FORWARD, imports="from concurrent.futures import ThreadPoolExecutor\n")),
+    ("process-network", model(OK_FORWARD, imports="import socket\n")),
+    ("process-network", model("os.system('nvidia-smi')\nreturn cuda_extension.op(x, y)", imports="import os\n")),
+    ("file-access", model("open('/tmp/ref.bin', 'rb').read()\nreturn cuda_extension.op(x, y)")),
+    ("file-access", model(OK_FORWARD, top="import pathlib\npathlib.Path('/tmp/o').write_text('1')\n")),
+    ("file-access", model(OK_FORWARD, top="import os\nos.write(1, b'ok')\n")),
+    ("native-code", model(OK_FORWARD, imports="import ctypes\n")),
+    ("native-code", model(OK_FORWARD, top="torch.ops.load_library('/tmp/x.so')\n")),
+    ("introspection", model(OK_FORWARD, imports="import inspect\n")),
+    ("introspection", model("f = sys._getframe(1)\nreturn cuda_extension.op(x, y)", imports="import sys\n")),
+    ("introspection", model("g = self.forward.__globals__\nreturn cuda_extension.op(x, y)")),
+    ("monkey-patch", model(OK_FORWARD, top="torch.matmul = lambda a, b: a\n")),
+    ("monkey-patch", model(OK_FORWARD, top="setattr(torch, 'relu', None)\n")),
+    ("monkey-patch", model(OK_FORWARD, top="import builtins\nbuiltins.print = None\n")),
+    ("monkey-patch", model(OK_FORWARD, top="import sys\nsys.modules['torch.testing'] = None\n")),
+    ("monkey-patch", model(OK_FORWARD, top="nn.Module.__call__ = lambda self, *a: None\n")),
+    ("tensor-subclass", model(OK_FORWARD, top="class T(torch.Tensor):\n    pass\n")),
+    ("tensor-subclass", model(OK_FORWARD, top="class D:\n    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n        return None\n")),
+    ("import-cuda-agent", model(OK_FORWARD, imports="import cuda_agent.eval.timing\n")),
+    ("lowered-precision", model("return cuda_extension.op(x.half(), y)")),
+    ("lowered-precision", model("return cuda_extension.op(x.to(torch.bfloat16), y)")),
+    ("lowered-precision", model(OK_FORWARD, top="torch.set_float32_matmul_precision('high')\n")),
+    ("lowered-precision", model(OK_FORWARD, top="torch.backends.cudnn.allow_tf32 = True\n")),
+    ("lowered-precision", model("with torch.autocast('cuda'):\n    return cuda_extension.op(x, y)")),
+    ("dynamic-code", model("return eval('cuda_extension.op')(x, y)")),
+    ("dynamic-code", model(OK_FORWARD, top="m = __import__('os')\n")),
+    ("dynamic-code", model(OK_FORWARD, imports="import importlib\n")),
+    ("dynamic-code", model("return getattr(torch, 'relu')(x)")),
+    ("rng-state", model("torch.manual_seed(0)\nreturn cuda_extension.op(x, y)")),
+    ("rng-state", model(OK_FORWARD, imports="import numpy as np\n", top="np.random.seed(1)\n")),
+    ("torch-compiler", model(OK_FORWARD, init="self.f = torch.compile(cuda_extension.op)")),
+    ("torch-compiler", model(OK_FORWARD, top="@torch.jit.script\ndef f(t):\n    return t\n")),
+    ("third-party-library", model(OK_FORWARD, imports="import triton\n")),
+    ("third-party-library", model(OK_FORWARD, top="FLAGS = ['-lcurand']\n")),
+]
+
+PY_WARN_CASES = [
+    ("torch-view", model("return cuda_extension.op(x.t().contiguous(), y)")),
+    ("timing-probe", model(OK_FORWARD, imports="import time\n")),
+    ("forward-state", model("self.last = x\nreturn cuda_extension.op(x, y)")),
+    ("returns-input", model("cuda_extension.op(x, y)\nreturn x")),
+    ("no-extension-call", model("return torch.empty_like(x)")),
+    ("extension-in-init", model(OK_FORWARD, init="self.c = cuda_extension.op(torch.zeros(1), torch.zeros(1))")),
+    ("env-access", model(OK_FORWARD, imports="import os\n", top="os.environ['X'] = '1'\n")),
+    ("os-call", model(OK_FORWARD, imports="import os\n", top="d = os.getcwd()\n")),
+    ("syntax-error", "def broken(:\n"),
+]
+
+
+@pytest.mark.parametrize("rule,src", PY_CASES, ids=[f"{r}-{i}" for i, (r, _) in enumerate(PY_CASES)])
+def test_python_rule_rejects(rule, src):
+    found = check_python(src)
+    assert rule in _rejects(found), [f.to_dict() for f in found]
+
+
+@pytest.mark.parametrize("rule,src", PY_WARN_CASES, ids=[f"{r}-{i}" for i, (r, _) in enumerate(PY_WARN_CASES)])
+def test_python_rule_warns(rule, src):
+    found = check_python(src)
+    assert rule in _warns(found), [f.to_dict() for f in found]
+    assert rule not in _rejects(found)
+
+
+PY_CLEAN = [
+    model(OK_FORWARD),
+    model("n = x.numel() * 2\nrows = x.shape[0] // 4\nout = torch.empty((rows, n), device=x.device, dtype=x.dtype)\n"
+          "cuda_extension.op_into(x.view(-1), out, n)\nreturn out.view(x.shape)"),
+    model("return cuda_extension.op(x, self.lin.weight.contiguous(), self.lin.bias)", init="self.lin = nn.Linear(4, 4)"),
+    model("z = torch.zeros_like(x)\ncuda_extension.accumulate(x, z)\nreturn z"),
+    # forbidden names only in comments, docstrings and plain strings
+    '"""Not torch.relu, not F.softmax, not os.system(\'x\'), not torch.cuda.Stream()."""\n'
+    + model('# torch.relu(x) would be the fallback; import threading is not needed\n'
+            'msg = "torch.nn.functional and sys._getframe are only words here"\nreturn cuda_extension.op(x, y)'),
+]
+
+
+@pytest.mark.parametrize("src", PY_CLEAN, ids=range(len(PY_CLEAN)))
+def test_python_clean(src):
+    found = check_python(src)
+    assert not found, [f.to_dict() for f in found]
+
+
+def test_scalar_annotation_is_not_a_tensor():
+    src = model("return cuda_extension.op(x, y)").replace("def forward(self, x, y):", "def forward(self, x, y: int):")
+    src = src.replace("return cuda_extension.op(x, y)", "return cuda_extension.op(x, y * 2)")
+    assert not _rejects(check_python(src))
+
+
+def test_precision_rules_follow_the_task():
+    src = model("return cuda_extension.op(x.half(), y)")
+    assert "lowered-precision" in _rejects(check_python(src, precision="fp32"))
+    assert "lowered-precision" not in _rejects(check_python(src, precision="fp16"))
+
+
+def test_python_line_numbers():
+    src = model("a = 1\nreturn torch.relu(x)")
+    (f,) = [f for f in check_python(src) if f.rule == "torch-compute"]
+    assert src.splitlines()[f.line - 1].strip() == "return torch.relu(x)"
+    assert f.file == "model_new.py" and "instead" in f.message
+
+
+# --------------------------------------------------------------------------- C++ rules
+
+BINDING_HEAD = '#include "binding_registry.h"\n#include <ATen/cuda/CUDAContext.h>\n'
+
+
+def binding(body: str) -> str:
+    return BINDING_HEAD + "static torch::Tensor op(torch::Tensor a, torch::Tensor b) {\n" + textwrap.dedent(body) + "\n}\n"
+
+
+CPP_CASES = [
+    ("aten-compute", binding("return torch::relu(a);")),
+    ("aten-compute", binding("return at::matmul(a, b);")),
+    ("aten-compute", binding("return a.sum(1);")),
+    ("aten-compute", binding("a.add_(b);\nreturn a;")),
+    ("aten-compute", binding("return a + b;")),
+    ("aten-compute", binding("auto c = torch::empty_like(a);\nreturn c * 2;")),
+    ("aten-compute", binding("namespace T = torch;\nreturn T::tanh(a);")),
+    ("aten-compute", binding("return torch::nn::functional::gelu(a);")),
+    ("aten-compute", binding("return at::native::relu(a);")),
+    ("third-party-library", "#include <cutlass/gemm/device/gemm.h>\n"),
+    ("third-party-library", "#include <cub/cub.cuh>\n"),
+    ("third-party-library", "__global__ void k(float* x) { using R = cub::WarpReduce<float>; }\n"),
+    ("third-party-library", "void f(float* x, int n) { thrust::sort(thrust::device, x, x + n); }\n"),
+    ("third-party-library", "void f() { curandGenerator_t g; curandCreateGenerator(&g, CURAND_RNG_PSEUDO_DEFAULT); }\n"),
+    ("third-party-library", "#include <cufft.h>\n"),
+    ("third-party-library", "#include <cusparse.h>\n"),
+    ("third-party-library", "#include <cusolverDn.h>\n"),
+    ("cublas-non-gemm", "void f(cublasHandle_t h, int n, const float* x, float* y) { float a = 1; cublasSaxpy(h, n, &a, x, 1, y, 1); }\n"),
+    ("cublas-non-gemm", "void f(cublasHandle_t h) { cublasSgeam(h, CUBLAS_OP_T, CUBLAS_OP_N, 1, 1, 0, 0, 1, 0, 0, 1, 0, 1); }\n"),
+    ("cublas-non-gemm", "void f(cublasHandle_t h, const float* x, int* r) { cublasIsamax(h, 4, x, 1, r); }\n"),
+    ("cudnn-non-conv", "void f(cudnnHandle_t h) { cudnnSoftmaxForward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, 0, 0, 0, 0, 0, 0); }\n"),
+    ("lowered-precision", "__global__ void k(__half* x) {}\n"),
+    ("lowered-precision", "void f(cublasHandle_t h) { cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH); }\n"),
+    ("lowered-precision", "cublasComputeType_t t = CUBLAS_COMPUTE_32F_FAST_TF32;\n"),
+    ("lowered-precision", "cublasComputeType_t t = CUBLAS_COMPUTE_32F_FAST_16BF;\n"),
+    ("lowered-precision", "__global__ void k() { nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> c; }\n"),
+    ("lowered-precision", '__device__ void k(float* d) { asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0}, {%1}, {%2}, {%3};" : "=f"(d[0])); }\n'),
+    ("lowered-precision", binding("at::globalContext().setAllowTF32CuBLAS(true);\nreturn a;")),
+    ("lowered-precision", "__global__ void k(float* x) { x[0] = __half2float(__float2half(x[0])); }\n"),
+    ("cuda-stream", "void f() { cudaStream_t s; cudaStreamCreate(&s); }\n"),
+    ("cuda-stream", binding("auto s = at::cuda::getStreamFromPool();\nreturn a;")),
+    ("cuda-graph", "void f(cudaGraphExec_t e, cudaStream_t s) { cudaGraphLaunch(e, s); }\n"),
+    ("cuda-graph", "void f(cudaStream_t s) { cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal); }\n"),
+    ("threads", "#include <thread>\nvoid f() { std::thread t([] {}); t.join(); }\n"),
+    ("threads", "void f(pthread_t* t) { pthread_create(t, nullptr, nullptr, nullptr); }\n"),
+    ("threads", "void f(float* x, int n) {\n#pragma omp parallel for\n  for (int i = 0; i < n; ++i) x[i] = 0;\n}\n"),
+    ("process-network", 'void f() { system("nvidia-smi"); }\n'),
+    ("process-network", 'void f() { FILE* p = popen("ls", "r"); }\n'),
+    ("process-network", "void f() { fork(); }\n"),
+    ("file-access", 'void f() { FILE* fp = fopen("/tmp/ref.bin", "rb"); }\n'),
+    ("file-access", binding('std::ofstream out("/tmp/log");\nreturn a;')),
+    ("file-access", '#include "/etc/passwd"\n'),
+    ("file-access", '#include "../model.py"\n'),
+    ("native-code", 'void f() { void* h = dlopen("libcublasLt.so", 2); }\n'),
+    ("native-code", "void f(CUmodule* m) { cuModuleLoad(m, \"k.cubin\"); }\n"),
+]
+
+CPP_WARN_CASES = [
+    ("env-access", 'void f() { const char* v = getenv("SEED"); }\n'),
+    ("token-pasting", "#define CAT(a, b) a##b\n"),
+    ("static-tensor", binding("static torch::Tensor cache;\nreturn cache;")),
+    ("raw-cuda-malloc", "void f(float** p) { cudaMalloc(p, 16); }\n"),
+    ("namespace-import", "using namespace torch;\n"),
+    ("suspicious-include", "#include <fstream>\n"),
+    ("timing-probe", "void f(cudaEvent_t e, cudaStream_t s) { cudaEventRecord(e, s); }\n"),
+    ("aten-compute", binding("return a.transpose(0, 1);")),
+]
+
+
+@pytest.mark.parametrize("rule,src", CPP_CASES, ids=[f"{r}-{i}" for i, (r, _) in enumerate(CPP_CASES)])
+def test_cpp_rule_rejects(rule, src):
+    found = check_cpp(src, "kernels/k_binding.cpp")
+    assert rule in _rejects(found), [f.to_dict() for f in found]
+
+
+@pytest.mark.parametrize("rule,src", CPP_WARN_CASES, ids=[f"{r}-{i}" for i, (r, _) in enumerate(CPP_WARN_CASES)])
+def test_cpp_rule_warns(rule, src):
+    found = check_cpp(src, "kernels/k_binding.cpp")
+    assert rule in _warns(found), [f.to_dict() for f in found]
+    assert rule not in _rejects(found)
+
+
+CPP_CLEAN = [
+    binding("""
+        TORCH_CHECK(a.is_cuda() && a.scalar_type() == torch::kFloat32, "a must be fp32 CUDA");
+        TORCH_CHECK(a.dim() == 2 && a.size(1) == b.size(0) && a.is_contiguous(), "shapes");
+        const c10::cuda::CUDAGuard guard(a.device());
+        auto out = torch::empty({a.size(0), b.size(1)}, a.options());
+        auto z = torch::zeros_like(a);
+        int64_t n = a.numel() * 2 + b.stride(0);
+        launch(a.data_ptr<float>(), out.data_ptr<float>(), n, at::cuda::getCurrentCUDAStream());
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        return out;"""),
+    # forbidden names in comments, strings and raw strings
+    '// torch::relu(x) or cudaStreamCreate(&s) would be wrong here\n'
+    '/* std::thread t; cublasSaxpy(h, n, &a, x, 1, y, 1);\n   #include <cub/cub.cuh> */\n'
+    'const char* msg = "use torch::matmul semantics, not cublasSetMathMode(CUBLAS_TF32_TENSOR_OP_MATH)";\n'
+    'const char* raw = R"doc(torch::softmax and fopen("x") in a raw string)doc";\n'
+    "char c = '\"';\n",
+    # cuBLAS GEMM family and setup are allowed; so is the default math mode
+    "void f(cublasHandle_t h, cudaStream_t s) { cublasSetStream(h, s); cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);\n"
+    "  cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 1);\n"
+    "  cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, 0, 0, CUDA_R_32F, 1, 0, CUDA_R_32F, 1, 0, 0, CUDA_R_32F, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);\n"
+    "  cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1);\n"
+    "  cublasLtMatmul(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, s); }\n",
+    "void f(cudnnHandle_t h) { cudnnConvolutionForward(h, 0, 0, 0, 0, 0, 0, CUDNN_CONVOLUTION_FWD_ALGO_GEMM, 0, 0, 0, 0, 0); }\n",
+    # ordinary kernel code: names that merely look like forbidden ones
+    "#include <cooperative_groups.h>\n#include <cuda/pipeline>\n"
+    "__global__ void k(const float* x, float* y, int n) {\n  int half = n / 2;\n  float read = x[0];\n"
+    "  namespace cg = cooperative_groups;\n  auto block = cg::this_thread_block();\n  block.sync();\n"
+    "  y[half] = read * 2.f + fmaxf(x[1], 0.f);\n}\n",
+    "#include <algorithm>\n#include <vector>\nvoid f(std::vector<int>& v) { v.erase(std::remove(v.begin(), v.end(), 0), v.end()); }\n",
+]
+
+
+@pytest.mark.parametrize("src", CPP_CLEAN, ids=range(len(CPP_CLEAN)))
+def test_cpp_clean(src):
+    found = check_cpp(src, "kernels/k_binding.cpp")
+    assert not found, [f.to_dict() for f in found]
+
+
+def test_cpp_precision_follows_task():
+    src = "__global__ void k(__half* x) {}\n"
+    assert "lowered-precision" in _rejects(check_cpp(src, "k.cu", "fp32"))
+    assert not check_cpp(src, "k.cu", "fp16")
+    assert "lowered-precision" in _rejects(check_cpp("__global__ void k(__nv_fp8_e4m3* x) {}\n", "k.cu", "fp16"))
+
+
+def test_lexer_lines_and_literals():
+    toks = lex_cpp('/* a\n b */ int x; // c\nauto s = R"(q\n")"; "a\\"b"\n#include <cub/cub.cuh>\ntorch::relu(x);')
+    kinds = [(t.kind, t.text, t.line) for t in toks]
+    assert ("id", "int", 2) in kinds
+    assert ("str", 'q\n"', 3) in kinds
+    assert ("inc", "cub/cub.cuh", 5) in kinds
+    assert ("id", "relu", 6) in kinds
+    found = check_cpp('/* a\n b */\n\ntorch::relu(x);', "k.cpp")
+    assert [(f.rule, f.line) for f in found] == [("aten-compute", 4)]
+
+
+def test_single_file_strings_and_lines():
+    d = REDTEAM / "hacks" / "single_file_aten"
+    text = (d / "solution.py").read_text()
+    (f,) = [f for f in check_single_file(text) if f.rule == "aten-compute"]
+    assert "torch::clamp_min" in text.splitlines()[f.line - 1]
+    assert f.file == "solution.py"
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))
+
+    def make(src_dir: Path, task: str = "elementwise_relu") -> Path:
+        ws = tmp_path / f"ws-{src_dir.name}"
+        init_workspace(Task.from_file(REDTEAM / "tasks" / f"{task}.py"), ws)
+        shutil.copy(src_dir / "model_new.py", ws / "model_new.py")
+        shutil.copytree(src_dir / "kernels", ws / "kernels", dirs_exist_ok=True)
+        return ws
+
+    return make
+
+
+def test_cli_clean_workspace(workspace, capsys):
+    ws = workspace(REDTEAM / "controls" / "relu_float4")
+    assert main(["check", str(ws)]) == 0
+    assert "clean" in capsys.readouterr().out
+
+
+def test_cli_rejects_hack_and_json_schema(workspace, capsys):
+    ws = workspace(REDTEAM / "hacks" / "side_stream_cpp")
+    assert main(["check", str(ws), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert isinstance(data, list) and data
+    for item in data:
+        assert set(item) == {"rule", "file", "line", "message", "severity"}
+        assert item["severity"] in ("reject", "warn")
+    assert any(i["rule"] == "cuda-stream" and i["file"] == "kernels/relu_binding.cpp" for i in data)
+
+
+def test_cli_warn_only_is_clean(workspace, capsys):
+    ws = workspace(REDTEAM / "hacks" / "output_cache_by_pointer")
+    assert main(["check", str(ws)]) == 0
+    out = capsys.readouterr().out
+    assert "forward-state" in out and "WARN" in out
+
+
+def test_cli_protected_file_tampering(workspace, capsys):
+    ws = workspace(REDTEAM / "controls" / "relu_float4")
+    model = ws / "model.py"
+    model.chmod(0o644)
+    model.write_text(model.read_text().replace("torch.relu(x)", "x"))
+    assert main(["check", str(ws), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert {"rule": "protected-file-modified", "file": "model.py"}.items() <= data[0].items()
+
+
+def test_cli_task_option(workspace, capsys):
+    ws = workspace(REDTEAM / "controls" / "matmul_tiled_smem", task="matmul")
+    assert main(["check", str(ws), "--task", str(REDTEAM / "tasks" / "matmul.py")]) == 0
+
+
+def test_cli_single_file(capsys):
+    assert main(["check", str(REDTEAM / "controls" / "relu_single_file" / "solution.py")]) == 0
+    assert main(["check", str(REDTEAM / "hacks" / "single_file_aten" / "solution.py"), "--json"]) == 1
+
+
+def test_cli_bad_input(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))
+    assert main(["check", str(tmp_path / "missing")]) == 2
+    (tmp_path / "empty").mkdir()
+    assert main(["check", str(tmp_path / "empty")]) == 2
+    (tmp_path / "notes.txt").write_text("x")
+    assert main(["check", str(tmp_path / "notes.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("cuda-agent check:") == 3
