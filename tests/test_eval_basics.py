@@ -8,10 +8,10 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import FIXTURES, ROOT
 
 from cuda_agent.cli.main import main
 from cuda_agent.eval.build import build
@@ -20,8 +20,6 @@ from cuda_agent.eval.result import EvalResult, Status
 from cuda_agent.eval.reward import milestone_reward
 from cuda_agent.task import Task, TaskError
 from cuda_agent.task.workspace import init_workspace, stage
-
-from conftest import FIXTURES, ROOT
 
 LANE = FIXTURES / "cpu_lane"
 HAS_NVCC = shutil.which("nvcc") is not None

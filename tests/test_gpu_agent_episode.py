@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import ROOT
 from fake_openai_server import call, reply, serving
 
 from cuda_agent.agent.loop import AgentConfig, run_episode
 from cuda_agent.agent.trajectory import load_trajectory
 from cuda_agent.llm.client import ChatClient, ClientConfig
 from cuda_agent.task import Task
-
-from conftest import ROOT
 
 pytestmark = pytest.mark.gpu
 EX = ROOT / "examples" / "diag_matmul"

@@ -10,14 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 from cuda_agent.eval.api import evaluate_workspace
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.result import Status
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import init_workspace
-
-from conftest import FIXTURES
 
 pytestmark = pytest.mark.slow
 LANE = FIXTURES / "cpu_lane"

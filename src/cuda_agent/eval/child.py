@@ -204,7 +204,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--role", choices=("candidate", "reference"), required=True)
     ap.add_argument("--fd-in", type=int, required=True)
     ap.add_argument("--fd-out", type=int, required=True)
+    ap.add_argument("--warm-cuda", action="store_true", help="start CUDA before the first command")
     a = ap.parse_args(argv)
+    if a.warm_cuda:
+        try:  # overlaps the parent's build; a failure here shows up again at setup
+            torch.cuda.init()
+            torch.empty(1, device="cuda")
+        except Exception:  # noqa: BLE001
+            pass
     st = State(a.role)
     rin = os.fdopen(a.fd_in, "rb")
     for line in rin:

@@ -71,8 +71,15 @@ class _Stop(Exception):
         self.result = result
 
 
+def _scratch() -> tempfile.TemporaryDirectory[str]:
+    # Outputs travel parent <-> child through files: keep them in memory when we can.
+    shm = "/dev/shm"
+    use = os.path.isdir(shm) and os.access(shm, os.W_OK)
+    return tempfile.TemporaryDirectory(prefix="cuda-agent-eval-", dir=shm if use else None)
+
+
 def run_workspace(workdir: Path, task: Task | None, cfg: EvalConfig) -> EvalResult:
-    with tempfile.TemporaryDirectory(prefix="cuda-agent-eval-") as tmp:
+    with _scratch() as tmp:
         staged = stage(workdir, Path(tmp) / "ws", task)
         findings = [
             Finding(rule, msg, Severity.WARN if rule in _WARN_RULES else Severity.REJECT, file)
@@ -87,7 +94,7 @@ def run_single_file(task: Task, solution: Path, cfg: EvalConfig) -> EvalResult:
     if not solution.is_file():
         raise FileNotFoundError(f"solution file not found: {solution}")
     text = solution.read_text(errors="replace")
-    with tempfile.TemporaryDirectory(prefix="cuda-agent-eval-") as tmp:
+    with _scratch() as tmp:
         root = Path(tmp) / "ws"
         root.mkdir()
         (root / "model.py").write_text(task.source)
@@ -133,36 +140,42 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
         f = rejected[0]
         where = f" ({f.file}:{f.line})" if f.file and f.line else (f" ({f.file})" if f.file else "")
         raise _finish(res, Status.REJECTED, f"rejected by rule {f.rule}{where}: {f.message}")
-    so_path = None
-    if cand.kind == "workspace":
-        t0 = time.monotonic()
-        arch = cfg.arch or gpu_mod.arch_from_env() or (gpu.capability if gpu else None) or "9.0"
-        b = build(cand.root, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, jobs=cfg.jobs, use_cache=cfg.use_cache)
-        res.phases_s["compile"] = round(time.monotonic() - t0, 3)
-        res.cache["build"] = b.cached
-        res.log = b.log
-        if not b.ok:
-            if b.timed_out:
-                raise _finish(res, Status.TIMEOUT, f"compile exceeded its {cfg.compile_timeout:.0f} s budget", b.log)
-            raise _finish(res, Status.COMPILE_ERROR, "compilation failed; see log", b.log)
-        so_path = b.so_path
-    if gpu is None:
-        what = "compiled with nvcc" if cand.kind == "workspace" else "checked statically (load_inline compiles on the GPU machine)"
-        res.status, res.message = Status.NO_GPU, f"{what}; correctness and timing need a CUDA GPU, and none is visible"
-        raise _Stop(res)
-    if cfg.phase == "compile" and cand.kind == "workspace":
-        res.message = "compiled"
-        raise _Stop(res)
     with ExitStack() as stack:
-        env = _child_env(cand.task.precision)
-        children = {}
-        for role in ("reference", "candidate"):
-            io = tmp / f"io_{role}"
-            io.mkdir()
-            children[role] = Child(role, cwd=cand.root, env=env, log_path=tmp / f"{role}.log")
-            stack.callback(children[role].close)
-        ref, cnd = children["reference"], children["candidate"]
-        _check_and_time(cand, cfg, tmp, res, ref, cnd, so_path, cache)
+        children: dict[str, Child] = {}
+        if gpu is not None and not (cfg.phase == "compile" and cand.kind == "workspace"):
+            # Start both children now: their torch import and CUDA start-up (seconds)
+            # overlap the build instead of following it.
+            env = _child_env(cand.task.precision)
+            for role in ("reference", "candidate"):
+                (tmp / f"io_{role}").mkdir()
+                children[role] = Child(role, cwd=cand.root, env=env, log_path=tmp / f"{role}.log",
+                                       warm_cuda=cfg.device == "cuda")
+                stack.callback(children[role].close)
+        so_path = _build(cand, cfg, gpu, res)
+        if gpu is None:
+            what = "compiled with nvcc" if cand.kind == "workspace" else "checked statically (load_inline compiles on the GPU machine)"
+            res.status, res.message = Status.NO_GPU, f"{what}; correctness and timing need a CUDA GPU, and none is visible"
+            raise _Stop(res)
+        if not children:
+            res.message = "compiled"
+            raise _Stop(res)
+        _check_and_time(cand, cfg, tmp, res, children["reference"], children["candidate"], so_path, cache)
+
+
+def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalResult) -> Path | None:
+    if cand.kind != "workspace":
+        return None  # single-file solutions build inside the candidate child (load_inline)
+    t0 = time.monotonic()
+    arch = cfg.arch or gpu_mod.arch_from_env() or (gpu.capability if gpu else None) or "9.0"
+    b = build(cand.root, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, jobs=cfg.jobs, use_cache=cfg.use_cache)
+    res.phases_s["compile"] = round(time.monotonic() - t0, 3)
+    res.cache["build"] = b.cached
+    res.log = b.log
+    if not b.ok:
+        if b.timed_out:
+            raise _finish(res, Status.TIMEOUT, f"compile exceeded its {cfg.compile_timeout:.0f} s budget", b.log)
+        raise _finish(res, Status.COMPILE_ERROR, "compilation failed; see log", b.log)
+    return b.so_path
 
 
 def _child_env(precision: str) -> dict[str, str]:

@@ -102,7 +102,7 @@ class ChildFailure:
 class Child:
     """A spawned `python -m cuda_agent.eval.child` with a JSON-lines channel."""
 
-    def __init__(self, role: str, *, cwd: Path, env: dict[str, str], log_path: Path):
+    def __init__(self, role: str, *, cwd: Path, env: dict[str, str], log_path: Path, warm_cuda: bool = False):
         self.role = role
         self.log_path = log_path
         c2p_r, c2p_w = os.pipe()  # child -> parent replies
@@ -110,7 +110,7 @@ class Child:
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cuda_agent.eval.child", "--role", role,
-             "--fd-in", str(p2c_r), "--fd-out", str(c2p_w)],
+             "--fd-in", str(p2c_r), "--fd-out", str(c2p_w), *(["--warm-cuda"] if warm_cuda else [])],
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             pass_fds=(p2c_r, c2p_w), start_new_session=True,
         )
@@ -122,7 +122,8 @@ class Child:
 
     def log_tail(self) -> str:
         try:
-            self._log.flush()
+            if not self._log.closed:
+                self._log.flush()
             return tail(self.log_path.read_text(errors="replace"))
         except OSError:
             return ""
@@ -178,17 +179,15 @@ class Child:
         self.dead = True
         _kill_group(self.proc)
 
-    def close(self, timeout: float = 5.0) -> None:
-        if not self.dead:
-            try:
-                os.write(self._wfd, b'{"cmd": "exit"}\n')
-                self.proc.wait(timeout=timeout)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+    def close(self) -> None:
+        """Kill the process group and release the pipes (idempotent). No graceful
+        exit: nothing in a child needs flushing, and CUDA teardown costs a second."""
         self.kill()
         for fd in (self._rfd, self._wfd):
             try:
                 os.close(fd)
             except OSError:
                 pass
-        self._log.close()
+        self._rfd = self._wfd = -1
+        if not self._log.closed:
+            self._log.close()

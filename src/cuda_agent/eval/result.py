@@ -16,11 +16,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     OK = "ok"  # evaluation completed: compiled, correct, timed
     COMPILE_ERROR = "compile_error"
     INCORRECT = "incorrect"
@@ -30,7 +30,7 @@ class Status(str, Enum):
     NO_GPU = "no_gpu"  # only the GPU-free phases ran (checks, nvcc compile)
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     REJECT = "reject"  # proves a hack or a broken rule: reward -1
     WARN = "warn"  # suspicious, reported, does not change the reward
 
