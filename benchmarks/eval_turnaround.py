@@ -60,12 +60,13 @@ def main() -> int:
         shutil.copytree(ex / "solution" / "kernels", ws / "kernels", dirs_exist_ok=True)
         warm, warm_s = timed(lambda ws=ws: evaluate_workspace(ws, config=EvalConfig()))
         cu = sorted((ws / "kernels").glob("*.cu"))[0]
-        edit_s, rebuilt = [], []
+        edit_s, rebuilt, phases = [], [], {}
         for k in range(a.edits):
             cu.write_text(cu.read_text() + f"\n// edit {k} {time.time_ns()}\n")
             r, s = timed(lambda ws=ws: evaluate_workspace(ws, config=EvalConfig(reuse_results=False)))
             edit_s.append(s)
             rebuilt.append(r.phases_s.get("compile"))
+            phases = r.phases_s
             if r.status.value != "ok":
                 print(f"{ex.name}: edit evaluation gave {r.status.value}: {r.message}", flush=True)
         same, same_s = timed(lambda ws=ws: evaluate_workspace(ws, config=EvalConfig()))
@@ -91,7 +92,7 @@ def main() -> int:
                 print(p.stdout[-1500:], p.stderr[-3000:], flush=True)
         row = {
             "example": ex.name, "status": warm.status.value, "reward": warm.reward, "eager_ms": warm.eager_ms,
-            "warm_first_s": warm_s, "edit_s": edit_s, "edit_compile_s": rebuilt, "unchanged_s": same_s,
+            "warm_first_s": warm_s, "edit_s": edit_s, "edit_compile_s": rebuilt, "edit_phases_s": phases, "unchanged_s": same_s,
             "unchanged_cached": same.cache.get("result"), "two_proc_vs_compile": sc, "two_proc_diff": diff, "naive": naive,
         }
         rows.append(row)

@@ -7,7 +7,9 @@ command to fd B; tensors travel through files the parent names
 for the candidate also load the built extension and ModelNew, copying
 Model's state_dict into it), `run` (outputs for given input seeds, with
 outputs poisoned before each call and inputs checked unchanged after it),
-`time` (per-call device timing, `timing.time_calls`), `exit`.
+`time` (per-call device timing, `timing.time_calls`), `compare` (reference
+role: check a candidate's output file against outputs kept on the device, so
+large outputs never cross to the parent), `exit`.
 
 Contract: imports only the standard library, numpy and torch before the
 candidate is loaded. The reference role never sees candidate code; the
@@ -28,12 +30,15 @@ import os
 import random
 import sys
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from cuda_agent.eval.tensorfile import dtype_name, save_tensors
+from cuda_agent.eval.compare import compare_outputs
+from cuda_agent.eval.result import CheckRecord
+from cuda_agent.eval.tensorfile import TensorFileError, dtype_name, load_tensors, save_tensors
 from cuda_agent.eval.timing import time_calls, time_calls_host
 
 
@@ -45,6 +50,7 @@ class State:
         self.device = torch.device("cuda", 0)  # setup may switch to "cpu" (harness tests only)
         self.out_nbytes = 0
         self.notes: list[str] = []
+        self.kept: dict[str, list[Any]] = {}  # reference role: outputs by label, for `compare`
 
 
 def _import_file(name: str, path: Path) -> Any:
@@ -69,8 +75,12 @@ def _seed_all(seed: int) -> None:
 
 
 def make_inputs(st: State, seed: int) -> list[Any]:
+    # Drawn on the evaluation device: tensors the task creates without a device
+    # come straight from the device generator (seconds faster than CPU randn for
+    # large inputs) and are identical in both children for the same seed.
     _seed_all(seed)
-    inputs = st.task.get_inputs()
+    with st.device:
+        inputs = st.task.get_inputs()
     return [x.to(st.device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
@@ -89,6 +99,7 @@ def _describe(t: Any, inputs: list[Any]) -> dict[str, Any]:
         "shape": list(t.shape),
         "device": str(t.device),
         "contiguous": t.is_contiguous(),
+        "nbytes": t.numel() * t.element_size(),
         "aliases_input": t.untyped_storage().data_ptr() in input_ptrs,
     }
 
@@ -171,10 +182,30 @@ def cmd_run(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     for i, seed in enumerate(msg["seeds"]):
         inputs = make_inputs(st, seed)
         outs, mutated = _run_one(st, st.model, inputs)
-        rec = _save(st, outs, inputs, os.path.join(msg["out_dir"], f"{msg.get('tag', 'run')}_{i}.bin"))
+        if msg.get("keep"):  # reference role: keep on the device, compared later in this process
+            st.kept[f"{msg['tag']}#{i}"] = outs
+            rec = {"meta": [_describe(t, inputs) for t in outs]}
+        else:
+            rec = _save(st, outs, inputs, os.path.join(msg["out_dir"], f"{msg.get('tag', 'run')}_{i}.bin"))
         rec["inputs_mutated"] = mutated
         results.append(rec)
     return {"outputs": results}
+
+
+def cmd_compare(st: State, msg: dict[str, Any]) -> dict[str, Any]:
+    """Reference role only: compare a candidate's output file with kept outputs."""
+    if st.role != "reference":
+        raise PermissionError("compare runs in the reference process only")
+    ref = [t for t in st.kept[msg["ref"]] if isinstance(t, torch.Tensor)]
+    try:
+        out = [t.to(st.device) for t in load_tensors(msg["file"], msg["max_bytes"])] if os.path.exists(msg["file"]) else []
+    except (TensorFileError, OSError) as e:
+        return {"check": asdict(CheckRecord(label=msg["label"], passed=False, message=f"outputs could not be read back: {e}"))}
+    finally:
+        if os.path.exists(msg["file"]):
+            os.unlink(msg["file"])
+    rec = compare_outputs(msg["label"], ref, out, msg["meta"], atol=msg["atol"], rtol=msg["rtol"], device=st.device.type)
+    return {"check": asdict(rec)}
 
 
 def cmd_time(st: State, msg: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +223,7 @@ def cmd_time(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     return {"stats": stats, "outputs": results}
 
 
-HANDLERS = {"setup": cmd_setup, "run": cmd_run, "time": cmd_time}
+HANDLERS = {"setup": cmd_setup, "run": cmd_run, "time": cmd_time, "compare": cmd_compare}
 
 
 def _is_cuda_error(e: BaseException) -> bool:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import shutil
 import tempfile
 import time
 from contextlib import ExitStack
@@ -30,13 +29,11 @@ from typing import Any
 from cuda_agent.eval import gpu as gpu_mod
 from cuda_agent.eval.build import build
 from cuda_agent.eval.cache import KVCache
-from cuda_agent.eval.compare import compare_outputs
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.procs import Child, ChildFailure, scrubbed_env
-from cuda_agent.eval.result import EvalResult, Finding, Severity, Status, TimingStats
+from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, Status, TimingStats
 from cuda_agent.eval.reward import milestone_reward
 from cuda_agent.eval.static_gate import static_findings
-from cuda_agent.eval.tensorfile import TensorFileError, load_tensors
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import cache_root, stage
 
@@ -205,11 +202,14 @@ def _ask(child: Child, res: EvalResult, msg: dict[str, Any], timeout: float, pha
     return reply
 
 
-def _read_outputs(res: EvalResult, rec: dict[str, Any], max_bytes: int) -> list[Any]:
-    try:
-        return load_tensors(rec["file"], max_bytes) if os.path.exists(str(rec.get("file"))) else []
-    except (TensorFileError, OSError, KeyError, TypeError) as e:
-        raise _finish(res, Status.INCORRECT, f"outputs could not be read back: {e}") from None
+def _compare(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, label: str, ref_label: str,
+             rec: dict[str, Any], max_bytes: int) -> CheckRecord:
+    """The trusted reference process compares on the device; only numbers come back."""
+    msg = {"cmd": "compare", "ref": ref_label, "label": label, "file": str(rec.get("file", "")),
+           "meta": rec.get("meta", []), "atol": task.atol, "rtol": task.rtol, "max_bytes": max_bytes}
+    chk = CheckRecord(**_ask(ref, res, msg, cfg.correctness_timeout, "compare")["check"])
+    res.checks.append(chk)
+    return chk
 
 
 def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, ref: Child, cnd: Child,
@@ -221,10 +221,9 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     setup = {"cmd": "setup", "task_path": str(cand.root / "model.py"), "init_seed": init_seed,
              "precision": task.precision, "device": cfg.device}
     _ask(ref, res, setup, cfg.load_timeout, "reference")
-    reply = _ask(ref, res, {"cmd": "run", "seeds": seeds + tseeds, "out_dir": str(tmp / "io_reference")}, cfg.correctness_timeout, "reference")
-    ref_outs = [_read_outputs(res, r, 1 << 40) for r in reply["outputs"]]
-    shutil.rmtree(tmp / "io_reference", ignore_errors=True)
-    max_bytes = 4 * max(sum(t.numel() * t.element_size() for t in o) for o in ref_outs) + (1 << 20)
+    reply = _ask(ref, res, {"cmd": "run", "seeds": seeds + tseeds, "keep": True, "tag": "ref"}, cfg.correctness_timeout, "reference")
+    ref_bytes = max(sum(m.get("nbytes", 0) for m in r["meta"]) for r in reply["outputs"])
+    max_bytes = 4 * ref_bytes + (1 << 20)  # a candidate writing gigabytes is cut off, not read
     sol = {"path": str(cand.root / "model_new.py"), "so_path": str(so_path) if so_path else None}
     load_budget = cfg.load_timeout + (cfg.compile_timeout if cand.kind == "single_file" else 0)
     info = _ask(cnd, res, {**setup, "solution": sol}, load_budget, "load")
@@ -238,8 +237,7 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     for i, rec in enumerate(reply["outputs"]):
         if rec.get("inputs_mutated"):
             raise _finish(res, Status.INCORRECT, "the candidate modified its input tensors")
-        chk = compare_outputs(f"seed#{i}", ref_outs[i], _read_outputs(res, rec, max_bytes), rec.get("meta", []), atol=task.atol, rtol=task.rtol, device=cfg.device)
-        res.checks.append(chk)
+        chk = _compare(ref, res, cfg, task, f"seed#{i}", f"ref#{i}", rec, max_bytes)
         if not chk.passed:
             raise _finish(res, Status.INCORRECT, f"wrong output on input set {i}: {chk.message}")
     res.correct = True
@@ -249,13 +247,12 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     timing = {"cmd": "time", "seeds": tseeds, "n_warmup": cfg.n_warmup, "n_timed": cfg.n_timed,
               "max_cv": cfg.max_cv, "max_rounds": cfg.max_rounds}
     reply = _ask(cnd, res, {**timing, "out_dir": str(tmp / "io_candidate")}, cfg.timing_timeout, "timing")
-    for i, rec in enumerate(reply["outputs"]):
-        chk = compare_outputs(f"timed#{i}", ref_outs[len(seeds) + i], _read_outputs(res, rec, max_bytes), rec.get("meta", []), atol=task.atol, rtol=task.rtol, device=cfg.device)
-        res.checks.append(chk)
-        if not chk.passed:
-            raise _finish(res, Status.INCORRECT, f"wrong output during timing (input set {i}): {chk.message}")
     res.timing = TimingStats.from_dict(reply["stats"])
     cnd.close()
+    for i, rec in enumerate(reply["outputs"]):
+        chk = _compare(ref, res, cfg, task, f"timed#{i}", f"ref#{len(seeds) + i}", rec, max_bytes)
+        if not chk.passed:
+            raise _finish(res, Status.INCORRECT, f"wrong output during timing (input set {i}): {chk.message}")
     _baselines(cfg, res, ref, timing, cache)
     t, te = res.timing.median_ms, res.eager_timing.median_ms if res.eager_timing else None
     tc = res.compile_timing.median_ms if res.compile_timing else te  # compile unusable: eager stands in

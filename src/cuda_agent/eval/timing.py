@@ -4,7 +4,7 @@ Contract (`time_calls`): per call, outside the timed region, the L2 cache is
 flushed by writing a buffer of at least twice its size and the device is
 synchronized; CUDA events then bracket the call on the current stream; a device-wide synchronize follows so that
 the host clock covers work on every stream. At least `n_warmup` untimed calls
-come first. A round is `n_timed` calls rotating through the given input sets;
+and a quarter second of them come first. A round is `n_timed` calls rotating through the given input sets;
 rounds repeat (up to `max_rounds`) while the coefficient of variation exceeds
 `max_cv`, and the round with the lowest CV is kept. Returns the statistics
 and the last output produced for each input set (so the parent can check the
@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 MIN_FLUSH_BYTES = 128 << 20
+WARMUP_S = 0.25
 
 
 def l2_flush_buffer(device: torch.device) -> torch.Tensor:
@@ -64,8 +65,16 @@ def time_calls(
     k = len(input_sets)
     last: list[Any] = [None] * k
     with torch.no_grad():
-        for i in range(max(n_warmup, 3)):
+        # At least n_warmup calls and WARMUP_S of work: a GPU that was idle needs
+        # tens of milliseconds of load before its clocks settle, and a short kernel
+        # would otherwise be timed on a cold chip.
+        t_end = time.perf_counter() + WARMUP_S
+        i = 0
+        while i < max(n_warmup, 3) or (time.perf_counter() < t_end and i < 10_000):
             last[i % k] = fn(*input_sets[i % k])
+            i += 1
+            if i % 8 == 0:
+                torch.cuda.synchronize()
         torch.cuda.synchronize()
         best: dict[str, Any] | None = None
         for r in range(1, max_rounds + 1):
