@@ -235,3 +235,11 @@ def test_not_a_task_exits_2_via_subprocess(tmp_path):
 def test_result_json_round_trip():
     r = EvalResult(status=Status.INCORRECT, reward=-1, correct=False, message="m")
     assert EvalResult.from_dict(json.loads(r.to_json())) == r
+
+
+def test_calls_per_round_grows_for_short_calls_and_is_capped():
+    from cuda_agent.eval.timing import MAX_TIMED, calls_per_round
+
+    assert calls_per_round(50, 0.01) == 50  # 10 ms calls: the configured count
+    assert calls_per_round(50, 30e-6) == MAX_TIMED  # 30 us calls: capped
+    assert 50 < calls_per_round(50, 500e-6) < MAX_TIMED

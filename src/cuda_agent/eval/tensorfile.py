@@ -38,14 +38,15 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def save_tensors(path: str | Path, tensors: list[torch.Tensor]) -> None:
-    cpu = [t.detach().contiguous().cpu() for t in tensors]
-    header = {"tensors": [{"dtype": dtype_name(t.dtype), "shape": list(t.shape)} for t in cpu]}
+    header = {"tensors": [{"dtype": dtype_name(t.dtype), "shape": list(t.shape)} for t in tensors]}
     tmp = f"{path}.tmp"
     with open(tmp, "wb") as f:
         f.write(json.dumps(header).encode() + b"\n")
-        for t in cpu:
+        for t in tensors:
             if t.numel():
-                f.write(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+                # one device-to-host copy, then the bytes go straight to the file
+                flat = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu()
+                f.write(memoryview(flat.numpy()))
     os.replace(tmp, path)
 
 
@@ -54,34 +55,34 @@ def load_tensors(path: str | Path, max_bytes: int) -> list[torch.Tensor]:
     if size > max_bytes:
         raise TensorFileError(f"output file is {size} bytes, more than the {max_bytes} allowed")
     with open(path, "rb") as f:
-        data = f.read()
-    nl = data.find(b"\n")
-    if nl < 0 or nl > 1 << 20:
-        raise TensorFileError("tensor file has no header")
-    try:
-        header = json.loads(data[:nl])
-        specs = header["tensors"]
-    except (ValueError, KeyError, TypeError):
-        raise TensorFileError("tensor file header is malformed") from None
-    out: list[torch.Tensor] = []
-    off = nl + 1
-    for spec in specs:
-        dt = _DTYPES.get(spec.get("dtype")) if isinstance(spec, dict) else None
-        shape = spec.get("shape") if isinstance(spec, dict) else None
-        if dt is None or not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
-            raise TensorFileError(f"tensor file entry is malformed: {spec!r:.200}")
-        n = 1
-        for s in shape:
-            n *= s
-        nbytes = n * torch.empty((), dtype=dt).element_size()
-        if off + nbytes > len(data):
-            raise TensorFileError("tensor file is truncated")
-        if n == 0:
-            out.append(torch.empty(shape, dtype=dt))
-        else:
-            buf = bytearray(data[off : off + nbytes])
-            out.append(torch.frombuffer(buf, dtype=dt).reshape(shape))
-        off += nbytes
-    if off != len(data):
-        raise TensorFileError("tensor file has trailing bytes")
+        line = f.readline(1 << 20)
+        if not line.endswith(b"\n"):
+            raise TensorFileError("tensor file has no header")
+        try:
+            specs = json.loads(line)["tensors"]
+        except (ValueError, KeyError, TypeError):
+            raise TensorFileError("tensor file header is malformed") from None
+        if not isinstance(specs, list):
+            raise TensorFileError("tensor file header is malformed")
+        out: list[torch.Tensor] = []
+        left = size - len(line)
+        for spec in specs:
+            dt = _DTYPES.get(spec.get("dtype")) if isinstance(spec, dict) else None
+            shape = spec.get("shape") if isinstance(spec, dict) else None
+            if dt is None or not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+                raise TensorFileError(f"tensor file entry is malformed: {spec!r:.200}")
+            n = 1
+            for s in shape:
+                n *= s
+            nbytes = n * torch.empty((), dtype=dt).element_size()
+            if nbytes > left:
+                raise TensorFileError("tensor file is truncated")
+            # read straight into the tensor's memory: no intermediate copies
+            buf = torch.empty(nbytes, dtype=torch.uint8)
+            if nbytes and f.readinto(memoryview(buf.numpy())) != nbytes:
+                raise TensorFileError("tensor file is truncated")
+            left -= nbytes
+            out.append(buf.view(dt).reshape(shape) if nbytes else torch.empty(shape, dtype=dt))
+        if left != 0:
+            raise TensorFileError("tensor file has trailing bytes")
     return out

@@ -4,7 +4,9 @@ Contract (`time_calls`): per call, outside the timed region, the L2 cache is
 flushed by writing a buffer of at least twice its size and the device is
 synchronized; CUDA events then bracket the call on the current stream; a device-wide synchronize follows so that
 the host clock covers work on every stream. At least `n_warmup` untimed calls
-and a quarter second of them come first. A round is `n_timed` calls rotating through the given input sets;
+and a quarter second of them come first. A round is `n_timed` calls rotating through the given input sets,
+more for short calls (`calls_per_round`: a round spans at least 0.1 s, at most
+1000 calls);
 rounds repeat (up to `max_rounds`) while the coefficient of variation exceeds
 `max_cv`, and the round with the lowest CV is kept. Returns the statistics
 and the last output produced for each input set (so the parent can check the
@@ -26,6 +28,17 @@ import torch
 
 MIN_FLUSH_BYTES = 128 << 20
 WARMUP_S = 0.25
+# Short calls get more timed samples (up to MAX_TIMED), so that a round spans at
+# least ROUND_S: the median of a 30 us kernel over 50 calls moves by several
+# per cent between processes, mostly launch jitter.
+ROUND_S = 0.1
+MAX_TIMED = 1000
+
+
+def calls_per_round(n_timed: int, seconds_per_call: float) -> int:
+    if seconds_per_call <= 0:
+        return MAX_TIMED
+    return max(n_timed, min(MAX_TIMED, int(ROUND_S / seconds_per_call)))
 
 
 def l2_flush_buffer(device: torch.device) -> torch.Tensor:
@@ -68,7 +81,8 @@ def time_calls(
         # At least n_warmup calls and WARMUP_S of work: a GPU that was idle needs
         # tens of milliseconds of load before its clocks settle, and a short kernel
         # would otherwise be timed on a cold chip.
-        t_end = time.perf_counter() + WARMUP_S
+        t0 = time.perf_counter()
+        t_end = t0 + WARMUP_S
         i = 0
         while i < max(n_warmup, 3) or (time.perf_counter() < t_end and i < 10_000):
             last[i % k] = fn(*input_sets[i % k])
@@ -76,11 +90,12 @@ def time_calls(
             if i % 8 == 0:
                 torch.cuda.synchronize()
         torch.cuda.synchronize()
+        n = calls_per_round(n_timed, (time.perf_counter() - t0) / i)
         best: dict[str, Any] | None = None
         for r in range(1, max_rounds + 1):
             times: list[float] = []
             host: list[float] = []
-            for i in range(n_timed):
+            for i in range(n):
                 inputs = input_sets[i % k]
                 if before_call is not None:
                     before_call()
@@ -124,12 +139,15 @@ def time_calls_host(
     k = len(input_sets)
     last: list[Any] = [None] * k
     with torch.no_grad():
-        for i in range(max(n_warmup, 3)):
+        t0 = time.perf_counter()
+        n_w = max(n_warmup, 3)
+        for i in range(n_w):
             last[i % k] = fn(*input_sets[i % k])
+        n = calls_per_round(n_timed, (time.perf_counter() - t0) / n_w)
         best: dict[str, Any] | None = None
         for r in range(1, max_rounds + 1):
             times: list[float] = []
-            for i in range(n_timed):
+            for i in range(n):
                 if before_call is not None:
                     before_call()
                 t0 = time.perf_counter()
