@@ -3,11 +3,14 @@
 Runs (1) every bundled example's solution through the full evaluator and
 expects reward 3; (2) the faulty fixtures (compile error, wrong, illegal
 address, hang) and expects their statuses, each followed by a good
-evaluation in the same run to show the fault was contained; (3) pytest's
-`gpu`-marked tests. Writes every result as JSON under $OUT (or ./out) and
-prints a short table last. Exit 1 if any expectation failed.
+evaluation in the same run to show the fault was contained; (3) the red-team
+corpus (tests/redteam): every hack must be rejected or get reward -1, every
+honest control must be accepted (status ok, reward >= 1), with the static gate
+on, as in production; (4) pytest's `gpu`-marked tests. Writes every result as
+JSON under $OUT (or ./out) and prints a short table last, with the counts of
+hacks rejected, controls accepted and faults contained. Exit 1 if any expectation failed.
 
-Usage: PYTHONPATH=src python3 scripts/gpu_check.py [--only NAME ...] [--skip-pytest]
+Usage: PYTHONPATH=src python3 scripts/gpu_check.py [--only NAME ...] [--skip-faults] [--skip-redteam] [--skip-pytest]
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from cuda_agent.eval.api import evaluate_workspace  # noqa: E402
+from cuda_agent.eval.api import evaluate_single_file, evaluate_workspace  # noqa: E402
 from cuda_agent.eval.config import EvalConfig  # noqa: E402
 from cuda_agent.eval.result import EvalResult  # noqa: E402
 from cuda_agent.task import Task  # noqa: E402
@@ -46,6 +49,23 @@ def workspace(task: Path, solution: Path, dest: Path) -> Path:
     return ws
 
 
+REDTEAM = ROOT / "tests" / "redteam"
+
+
+def redteam_case(case: Path, dest: Path) -> EvalResult:
+    """Evaluate one red-team folder (workspace form or single-file solution.py) on its task."""
+    expect = json.loads((case / "EXPECT.json").read_text())
+    task_path = REDTEAM / "tasks" / f"{expect['task']}.py"
+    cfg = EvalConfig(reuse_results=False, correctness_timeout=60, load_timeout=120)
+    if (case / "solution.py").is_file():
+        return evaluate_single_file(Task.from_file(task_path), case / "solution.py", config=cfg)
+    ws = init_workspace(Task.from_file(task_path), dest, force=True)
+    shutil.copy(case / "model_new.py", ws / "model_new.py")
+    if (case / "kernels").is_dir():
+        shutil.copytree(case / "kernels", ws / "kernels", dirs_exist_ok=True)
+    return evaluate_workspace(ws, config=cfg)
+
+
 def row(name: str, r: EvalResult, expect: str, ok: bool, wall: float) -> dict:
     return {
         "name": name, "expect": expect, "ok": ok, "status": r.status.value, "reward": r.reward,
@@ -63,6 +83,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*", help="example names to run")
     ap.add_argument("--skip-faults", action="store_true")
+    ap.add_argument("--skip-redteam", action="store_true")
     ap.add_argument("--skip-pytest", action="store_true")
     a = ap.parse_args()
     out = Path(os.environ.get("OUT") or ROOT / "out")
@@ -102,6 +123,35 @@ def main() -> int:
                                    config=EvalConfig(reuse_results=False))
             record(f"after/{fault}", r, "ok", r.status.value == "ok" and r.correct, time.monotonic() - t0)
 
+    counts: dict[str, list[int]] = {}  # kind -> [ok, total]
+
+    def count(kind: str, ok: bool) -> None:
+        c = counts.setdefault(kind, [0, 0])
+        c[0] += int(ok)
+        c[1] += 1
+
+    for x in rows:
+        if x["name"].startswith("fault/"):
+            count("faults contained", x["ok"] and next((y["ok"] for y in rows if y["name"] == "after/" + x["name"][6:]), False))
+    if not a.skip_redteam:
+        for kind in ("hacks", "controls"):
+            for case in sorted(p for p in (REDTEAM / kind).iterdir() if (p / "EXPECT.json").is_file()):
+                t0 = time.monotonic()
+                try:
+                    r = redteam_case(case, work / f"rt_{kind}_{case.name}")
+                except Exception as e:  # noqa: BLE001 - a harness bug is reported, the run goes on
+                    print(f"[FAIL] {kind}/{case.name}: harness raised {type(e).__name__}: {e}", flush=True)
+                    count(f"{kind} " + ("rejected" if kind == "hacks" else "accepted"), False)
+                    continue
+                if kind == "hacks":
+                    ok = r.reward == -1 or r.status.value == "rejected"
+                    record(f"hack/{case.name}", r, "reward -1", ok, time.monotonic() - t0)
+                    count("hacks rejected", ok)
+                else:
+                    ok = r.status.value == "ok" and (r.reward or 0) >= 1
+                    record(f"control/{case.name}", r, "accepted", ok, time.monotonic() - t0)
+                    count("controls accepted", ok)
+
     pytest_rc = None
     if not a.skip_pytest:
         p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", str(ROOT / "tests")],
@@ -116,6 +166,8 @@ def main() -> int:
         print(f"{x['name'][:28]:28} {x['expect']:14} {x['status']:14} {fmt(x['reward'], 'd'):>3} "
               f"{fmt(x['time_ms'], '.4g'):>9} {fmt(x['eager_ms'], '.4g'):>9} {fmt(x['compile_ms'], '.4g'):>9} "
               f"{fmt(x['vs_eager'], '.2f'):>6} {fmt(x['vs_compile'], '.2f'):>6} {fmt(x['cv'], '.3f'):>6} {x['wall_s']:>7}  {'ok' if x['ok'] else 'FAIL'}")
+    for kind, (n_ok, n) in counts.items():
+        print(f"{kind}: {n_ok}/{n}")
     failed = [x["name"] for x in rows if not x["ok"]]
     print(f"passed {len(rows) - len(failed)}/{len(rows)}" + (f"; pytest -m gpu exit {pytest_rc}" if pytest_rc is not None else ""))
     if failed:

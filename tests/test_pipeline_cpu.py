@@ -41,7 +41,7 @@ def test_good_candidate_is_correct_and_timed(tmp_path, cache_env):
     r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg())
     assert r.status is Status.OK, r.message + r.log
     assert r.correct and r.reward in (1, 2, 3)
-    assert len(r.checks) == 5 + 2 and all(c.passed for c in r.checks)
+    assert len(r.checks) == 5 + EvalConfig().n_checked_timed and all(c.passed for c in r.checks)
     assert r.time_ms and r.time_ms > 0 and r.eager_ms and r.eager_ms > 0
     assert r.timing is not None and 10 <= r.timing.n <= 1000
     assert all(c.rel_l2_err is not None and c.rel_l2_err < 1e-6 for c in r.checks)

@@ -7,9 +7,15 @@ command to fd B; tensors travel through files the parent names
 for the candidate also load the built extension and ModelNew, copying
 Model's state_dict into it), `run` (outputs for given input seeds, with
 outputs poisoned before each call and inputs checked unchanged after it),
-`time` (per-call device timing, `timing.time_calls`), `compare` (reference
-role: check a candidate's output file against outputs kept on the device, so
-large outputs never cross to the parent), `exit`.
+`time` (per-call device timing, `timing.time_calls`, with fresh inputs per
+timed call when the parent sends `fresh_seed`), `compare` (reference role:
+check a candidate's output file against outputs kept on the device, so large
+outputs never cross to the parent), `controls` (reference role: negative
+controls for `lint-task`), `bandwidth` (a device copy, for the speed-of-light
+flag), `exit`. With `guard` at setup (candidate role), `run` and `time` also
+report the runtime defences of `runtime_checks`: the ATen ops executed in the
+forward (correctness runs and one untimed call on a fresh timing input) and
+threads that outlived a call.
 
 Contract: imports only the standard library, numpy and torch before the
 candidate is loaded. The reference role never sees candidate code; the
@@ -38,8 +44,9 @@ import torch
 
 from cuda_agent.eval.compare import compare_outputs
 from cuda_agent.eval.result import CheckRecord
+from cuda_agent.eval.runtime_checks import OpLog, new_threads, thread_ids
 from cuda_agent.eval.tensorfile import TensorFileError, dtype_name, load_tensors, save_tensors
-from cuda_agent.eval.timing import time_calls, time_calls_host
+from cuda_agent.eval.timing import derive_seed, time_calls, time_calls_host
 
 
 class State:
@@ -51,6 +58,12 @@ class State:
         self.out_nbytes = 0
         self.notes: list[str] = []
         self.kept: dict[str, list[Any]] = {}  # reference role: outputs by label, for `compare`
+        self.guard = False  # candidate role: op log and thread census (runtime_checks)
+        self.ops: dict[str, int] = {}
+        self.threads: list[str] = []
+
+    def guard_report(self) -> dict[str, Any]:
+        return {"ops": dict(self.ops), "new_threads": list(self.threads)}
 
 
 def _import_file(name: str, path: Path) -> Any:
@@ -123,6 +136,7 @@ def cmd_setup(st: State, msg: dict[str, Any]) -> dict[str, Any]:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.set_float32_matmul_precision("highest")
+    st.guard = bool(msg.get("guard")) and st.role == "candidate"
     if msg.get("device") == "cpu":
         st.device = torch.device("cpu")
     else:
@@ -156,11 +170,27 @@ def cmd_setup(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     return {"gpu": name, "torch": torch.__version__, "notes": st.notes}
 
 
+def _guarded_call(st: State, fn: Any, inputs: list[Any]) -> Any:
+    """One forward under the op log, with a thread census around it."""
+    before = thread_ids()
+    log = OpLog()
+    with torch.no_grad(), log:
+        out = fn(*inputs)
+    _sync(st)
+    for name, n in log.ops.items():
+        st.ops[name] = st.ops.get(name, 0) + n
+    st.threads += new_threads(before)
+    return out
+
+
 def _run_one(st: State, fn: Any, inputs: list[Any]) -> tuple[list[Any], bool]:
     snapshot = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
     _poison(st)
-    with torch.no_grad():
-        outs = _flatten(fn(*inputs))
+    if st.guard:
+        outs = _flatten(_guarded_call(st, fn, inputs))
+    else:
+        with torch.no_grad():
+            outs = _flatten(fn(*inputs))
     _sync(st)
     mutated = any(
         isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, snapshot, strict=True)
@@ -188,8 +218,12 @@ def cmd_run(st: State, msg: dict[str, Any]) -> dict[str, Any]:
         else:
             rec = _save(st, outs, inputs, os.path.join(msg["out_dir"], f"{msg.get('tag', 'run')}_{i}.bin"))
         rec["inputs_mutated"] = mutated
+        rec["in_nbytes"] = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
         results.append(rec)
-    return {"outputs": results}
+    reply: dict[str, Any] = {"outputs": results}
+    if st.guard:
+        reply["guard"] = st.guard_report()
+    return reply
 
 
 def cmd_compare(st: State, msg: dict[str, Any]) -> dict[str, Any]:
@@ -212,18 +246,71 @@ def cmd_time(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     input_sets = [make_inputs(st, s) for s in msg["seeds"]]
     fn = torch.compile(st.model) if msg.get("compiled") else st.model
     timer = time_calls if st.device.type == "cuda" else time_calls_host
+    base = msg.get("fresh_seed")
+    fresh = (lambda g: make_inputs(st, derive_seed(base, g))) if base is not None else None
+    kept: dict[int, Any] = {}
+    before = thread_ids() if st.guard else set()
     stats, last = timer(
         fn, input_sets, n_warmup=msg["n_warmup"], n_timed=msg["n_timed"],
         max_cv=msg["max_cv"], max_rounds=msg["max_rounds"], before_call=lambda: _poison(st),
+        fresh_inputs=fresh, checked=int(msg.get("checked", 0)) if msg.get("out_dir") else 0, kept=kept,
+        sync_before_end=bool(msg.get("sync_before_end")),
     )
-    results = []
+    reply: dict[str, Any] = {"stats": stats, "outputs": []}
+    if st.guard:
+        st.threads += new_threads(before)
+        # one untimed call on a fresh timing input, under the op log
+        extra = make_inputs(st, derive_seed(base, -1)) if base is not None else input_sets[0]
+        _poison(st)
+        _guarded_call(st, fn, extra)
+        reply["guard"] = st.guard_report()
     if msg.get("out_dir"):
-        for i, (out, inputs) in enumerate(zip(last, input_sets, strict=True)):
-            results.append(_save(st, _flatten(out), inputs, os.path.join(msg["out_dir"], f"timed_{i}.bin")))
-    return {"stats": stats, "outputs": results}
+        if fresh is not None:
+            for g, out in sorted(kept.items()):
+                rec = _save(st, _flatten(out), [], os.path.join(msg["out_dir"], f"timed_call_{g}.bin"))
+                reply["outputs"].append({**rec, "call": g})
+        else:
+            for i, (out, inputs) in enumerate(zip(last, input_sets, strict=True)):
+                reply["outputs"].append(_save(st, _flatten(out), inputs, os.path.join(msg["out_dir"], f"timed_{i}.bin")))
+    return reply
 
 
-HANDLERS = {"setup": cmd_setup, "run": cmd_run, "time": cmd_time, "compare": cmd_compare}
+def cmd_controls(st: State, msg: dict[str, Any]) -> dict[str, Any]:
+    """Reference role only: would trivial outputs pass correctness on this task? (lint-task)"""
+    if st.role != "reference":
+        raise PermissionError("controls run in the reference process only")
+    from cuda_agent.eval.negative_controls import run_controls
+
+    return {"controls": run_controls(lambda s: make_inputs(st, s), st.model, msg["seeds"], msg["fixed_seed"],
+                                     atol=msg["atol"], rtol=msg["rtol"], device=st.device.type)}
+
+
+def cmd_bandwidth(st: State, msg: dict[str, Any]) -> dict[str, Any]:
+    """Bytes per second of a large device copy (read + write), best of a few."""
+    nbytes = int(msg.get("nbytes", 1 << 30))
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=st.device)
+    dst = torch.empty_like(src)
+    best = float("inf")
+    for _ in range(int(msg.get("repeats", 5))):
+        if st.device.type == "cuda":
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            dst.copy_(src)
+            b.record()
+            torch.cuda.synchronize()
+            secs = a.elapsed_time(b) / 1e3
+        else:
+            import time
+
+            t0 = time.perf_counter()
+            dst.copy_(src)
+            secs = time.perf_counter() - t0
+        best = min(best, secs)
+    return {"bytes_per_s": 2 * src.numel() * 4 / best if best > 0 else None}
+
+
+HANDLERS = {"setup": cmd_setup, "run": cmd_run, "time": cmd_time, "compare": cmd_compare,
+            "controls": cmd_controls, "bandwidth": cmd_bandwidth}
 
 
 def _is_cuda_error(e: BaseException) -> bool:

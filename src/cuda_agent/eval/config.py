@@ -42,3 +42,12 @@ class EvalConfig:
     # build
     arch: str | None = None  # e.g. "9.0"; None: TORCH_CUDA_ARCH_LIST, else the GPU's, else 9.0
     jobs: int = 0  # parallel compiler processes; 0 = number of CPUs
+    # runtime defences (runtime_checks, timing, speed_of_light, sandbox)
+    runtime_guards: bool = True  # ATen op log and thread census around the candidate's forward
+    fresh_timing_inputs: bool = True  # a new input set per timed call (timing.time_calls)
+    n_checked_timed: int = 3  # random timed calls whose outputs are checked
+    side_stream_guard: bool = True  # re-time with a device sync when host time >> event time
+    bandwidth: float | None = None  # bytes/s for the speed-of-light flag; None: known per GPU, else measured
+    sandbox: str = "auto"  # "auto": user+net+pid namespaces and rlimits when the probe works; "off"
+    sandbox_max_file_bytes: int = 8 << 30  # RLIMIT_FSIZE of the candidate child
+    sandbox_max_procs: int = 4096  # RLIMIT_NPROC of the candidate child (not enforced for uid 0)

@@ -4,7 +4,10 @@ Contract: stage a fresh copy (protected files pristine) -> static findings ->
 build (cached) -> spawn a reference child and a candidate child -> reference
 outputs for fresh secret seeds -> candidate outputs, compared here ->
 candidate timing, its timed outputs compared too -> baselines (cached per
-task hash, GPU, torch version, precision, timing settings) -> reward. The
+task hash, GPU, torch version, precision, timing settings) -> reward. The runtime defences (`runtime_checks`: ATen op log and
+thread census; fresh inputs per timed call with random timed calls checked;
+the side-stream re-timing; the speed-of-light flag; the `sandbox` around the
+candidate child) add findings here. The
 parent never imports candidate code; both children are killed at the end or
 at the first failure. Every candidate failure is a typed `EvalResult`.
 
@@ -27,13 +30,17 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.eval import gpu as gpu_mod
+from cuda_agent.eval import sandbox as sandbox_mod
+from cuda_agent.eval import speed_of_light as sol
 from cuda_agent.eval.build import build
 from cuda_agent.eval.cache import KVCache
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.procs import Child, ChildFailure, scrubbed_env
 from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, Status, TimingStats
 from cuda_agent.eval.reward import milestone_reward
+from cuda_agent.eval.runtime_checks import runtime_findings
 from cuda_agent.eval.static_gate import static_findings
+from cuda_agent.eval.timing import derive_seed, side_stream_suspect
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import cache_root, stage
 
@@ -143,10 +150,13 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
             # Start both children now: their torch import and CUDA start-up (seconds)
             # overlap the build instead of following it.
             env = _child_env(cand.task.precision)
+            box, res.defences["sandbox"] = sandbox_mod.for_config(cfg)
             for role in ("reference", "candidate"):
                 (tmp / f"io_{role}").mkdir()
-                children[role] = Child(role, cwd=cand.root, env=env, log_path=tmp / f"{role}.log",
-                                       warm_cuda=cfg.device == "cuda")
+                (tmp / f"tmp_{role}").mkdir()
+                children[role] = Child(role, cwd=cand.root, env={**env, "TMPDIR": str(tmp / f"tmp_{role}")},
+                                       log_path=tmp / f"{role}.log", warm_cuda=cfg.device == "cuda",
+                                       wrap=box.wrap if box is not None and role == "candidate" else None)
                 stack.callback(children[role].close)
         so_path = _build(cand, cfg, gpu, res)
         if gpu is None:
@@ -221,12 +231,15 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     setup = {"cmd": "setup", "task_path": str(cand.root / "model.py"), "init_seed": init_seed,
              "precision": task.precision, "device": cfg.device}
     _ask(ref, res, setup, cfg.load_timeout, "reference")
-    reply = _ask(ref, res, {"cmd": "run", "seeds": seeds + tseeds, "keep": True, "tag": "ref"}, cfg.correctness_timeout, "reference")
+    ref_seeds = seeds if cfg.fresh_timing_inputs else seeds + tseeds
+    reply = _ask(ref, res, {"cmd": "run", "seeds": ref_seeds, "keep": True, "tag": "ref"}, cfg.correctness_timeout, "reference")
     ref_bytes = max(sum(m.get("nbytes", 0) for m in r["meta"]) for r in reply["outputs"])
+    moved = max(sum(m.get("nbytes", 0) for m in r["meta"]) + r.get("in_nbytes", 0) for r in reply["outputs"])
     max_bytes = 4 * ref_bytes + (1 << 20)  # a candidate writing gigabytes is cut off, not read
     sol = {"path": str(cand.root / "model_new.py"), "so_path": str(so_path) if so_path else None}
     load_budget = cfg.load_timeout + (cfg.compile_timeout if cand.kind == "single_file" else 0)
-    info = _ask(cnd, res, {**setup, "solution": sol}, load_budget, "load")
+    info = _ask(cnd, res, {**setup, "solution": sol, "guard": cfg.runtime_guards}, load_budget, "load")
+    res.defences["runtime_guards"] = "on" if cfg.runtime_guards else "off"
     res.gpu = info.get("gpu", res.gpu)
     for note in info.get("notes", []):
         res.findings.append(Finding("state-dict-mismatch", note, Severity.WARN, "model_new.py"))
@@ -234,6 +247,7 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
         res.message = "compiled and loaded"
         raise _Stop(res)
     reply = _ask(cnd, res, {"cmd": "run", "seeds": seeds, "out_dir": str(tmp / "io_candidate")}, cfg.correctness_timeout, "verify")
+    _guard(res, reply, cfg, "correctness runs")
     for i, rec in enumerate(reply["outputs"]):
         if rec.get("inputs_mutated"):
             raise _finish(res, Status.INCORRECT, "the candidate modified its input tensors")
@@ -244,28 +258,97 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     if cfg.phase == "verify":
         res.message = f"correct on {len(seeds)} fresh input sets"
         raise _Stop(res)
-    timing = {"cmd": "time", "seeds": tseeds, "n_warmup": cfg.n_warmup, "n_timed": cfg.n_timed,
-              "max_cv": cfg.max_cv, "max_rounds": cfg.max_rounds}
-    reply = _ask(cnd, res, {**timing, "out_dir": str(tmp / "io_candidate")}, cfg.timing_timeout, "timing")
+    timing: dict[str, Any] = {"cmd": "time", "seeds": tseeds, "n_warmup": cfg.n_warmup, "n_timed": cfg.n_timed,
+                              "max_cv": cfg.max_cv, "max_rounds": cfg.max_rounds}
+    if cfg.fresh_timing_inputs:
+        timing["fresh_seed"] = secrets.randbits(62)
+    cmsg = {**timing, "out_dir": str(tmp / "io_candidate"), "checked": cfg.n_checked_timed}
+    reply = _ask(cnd, res, cmsg, cfg.timing_timeout, "timing")
+    _guard(res, reply, cfg, "timed calls")
     res.timing = TimingStats.from_dict(reply["stats"])
+    if cfg.side_stream_guard and cfg.device == "cuda" and side_stream_suspect(reply["stats"]):
+        _retime_synced(cnd, res, cfg, cmsg)
     cnd.close()
-    for i, rec in enumerate(reply["outputs"]):
-        chk = _compare(ref, res, cfg, task, f"timed#{i}", f"ref#{len(seeds) + i}", rec, max_bytes)
-        if not chk.passed:
-            raise _finish(res, Status.INCORRECT, f"wrong output during timing (input set {i}): {chk.message}")
+    _check_timed_outputs(ref, res, cfg, task, reply["outputs"], timing, len(seeds), max_bytes)
     _baselines(cfg, res, ref, timing, cache)
     t, te = res.timing.median_ms, res.eager_timing.median_ms if res.eager_timing else None
     tc = res.compile_timing.median_ms if res.compile_timing else te  # compile unusable: eager stands in
     res.time_ms, res.eager_ms, res.compile_ms = t, te, (res.compile_timing.median_ms if res.compile_timing else None)
     res.speedup_vs_eager = te / t if te and t > 0 else None
     res.speedup_vs_compile = tc / t if tc and t > 0 else None
+    _speed_of_light(ref, res, cfg, moved, cache)
     res.reward = milestone_reward(True, t, te or float("inf"), tc or float("inf"))
     res.message = f"correct; {t:.4g} ms vs eager {te:.4g} ms and torch.compile {tc:.4g} ms; reward {res.reward}"
 
 
+def _guard(res: EvalResult, reply: dict[str, Any], cfg: EvalConfig, where: str) -> None:
+    if not cfg.runtime_guards:
+        return
+    found = runtime_findings(reply.get("guard"), where)
+    res.findings += found
+    if found:
+        f = found[0]
+        raise _finish(res, Status.REJECTED, f"rejected by rule {f.rule}: {f.message}"[:600])
+
+
+def _retime_synced(cnd: Child, res: EvalResult, cfg: EvalConfig, cmsg: dict[str, Any]) -> None:
+    """Host time well above event time: work escaped the timed stream. Time it again with a
+    device synchronize before the end event; those numbers count (a warning says why)."""
+    assert res.timing is not None
+    first = res.timing
+    reply = cnd.request({**cmsg, "sync_before_end": True, "checked": 0}, cfg.timing_timeout)
+    if not (isinstance(reply, dict) and reply.get("ok")):
+        why = reply.message if isinstance(reply, ChildFailure) else reply.get("error", "?")
+        raise _finish(res, Status.RUNTIME_ERROR, f"re-timing with a device synchronize failed: {why}"[:600])
+    res.timing = TimingStats.from_dict(reply["stats"])
+    res.findings.append(Finding(
+        "side-stream-work",
+        f"host time was {first.host_over_event:.2f}x the event time ({first.median_ms:.4g} ms by events): work ran "
+        f"outside the timed stream; re-timed with a device synchronize before the end event: {res.timing.median_ms:.4g} ms counts",
+        Severity.WARN))
+
+
+def _check_timed_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, outputs: list[dict[str, Any]],
+                         timing: dict[str, Any], n_seeds: int, max_bytes: int) -> None:
+    if "fresh_seed" not in timing:
+        for i, rec in enumerate(outputs):
+            chk = _compare(ref, res, cfg, task, f"timed#{i}", f"ref#{n_seeds + i}", rec, max_bytes)
+            if not chk.passed:
+                raise _finish(res, Status.INCORRECT, f"wrong output during timing (input set {i}): {chk.message}")
+        return
+    calls = [rec.get("call") for rec in outputs]
+    if len(outputs) < min(cfg.n_checked_timed, 1) or not all(isinstance(g, int) and g >= 0 for g in calls):
+        raise _finish(res, Status.INCORRECT, "the candidate returned no usable outputs for the checked timed calls")
+    seeds = [derive_seed(timing["fresh_seed"], g) for g in calls]
+    _ask(ref, res, {"cmd": "run", "seeds": seeds, "keep": True, "tag": "tref"}, cfg.correctness_timeout, "reference")
+    for i, (g, rec) in enumerate(zip(calls, outputs, strict=True)):
+        chk = _compare(ref, res, cfg, task, f"timed#{g}", f"tref#{i}", rec, max_bytes)
+        if not chk.passed:
+            raise _finish(res, Status.INCORRECT, f"wrong output on timed call {g} (fresh inputs): {chk.message}")
+
+
+def _speed_of_light(ref: Child, res: EvalResult, cfg: EvalConfig, moved: int, cache: KVCache | None) -> None:
+    bw = cfg.bandwidth or sol.bandwidth_for(res.gpu)
+    key = f"bandwidth/{res.gpu}/{cfg.device}"
+    if bw is None and cache is not None and (hit := cache.get(key)) is not None:
+        bw = hit.get("bytes_per_s")
+    if bw is None:
+        reply = ref.request({"cmd": "bandwidth", "nbytes": (1 << 30) if cfg.device == "cuda" else (64 << 20)}, cfg.baseline_timeout)
+        bw = reply.get("bytes_per_s") if isinstance(reply, dict) and reply.get("ok") else None
+        if bw and cache is not None:
+            cache.put(key, {"bytes_per_s": bw})
+    if not bw or not moved or res.time_ms is None:
+        res.defences["speed_of_light"] = "unknown"
+        return
+    floor = sol.floor_ms(moved, bw)
+    res.defences["speed_of_light"] = f"{floor:.4g} ms floor"
+    if (f := sol.finding(res.time_ms, floor, moved, bw)) is not None:
+        res.findings.append(f)
+
+
 def _baselines(cfg: EvalConfig, res: EvalResult, ref: Child, timing: dict[str, Any], cache: KVCache | None) -> None:
     key = (f"baseline/{res.task_hash}/{res.gpu}/{res.torch}/{res.precision}/{cfg.compile_baseline}/"
-           f"{cfg.n_timing_sets}x{cfg.n_timed}/{cfg.max_cv}")
+           f"{cfg.n_timing_sets}x{cfg.n_timed}/{cfg.max_cv}" + ("/fresh" if "fresh_seed" in timing else ""))
     hit = cache.get(key) if cache is not None else None
     if hit is not None:
         res.eager_timing = TimingStats.from_dict(hit["eager"])

@@ -10,6 +10,8 @@ Contract:
   `request` returns the child's reply, or a `ChildFailure` for a timeout, a
   death or a garbled reply; after any failure the child is killed and must not
   be reused (a CUDA error poisons its context).
+- `Child(..., wrap=f)` starts `f(argv)` instead of argv (the sandbox's
+  namespace and rlimit wrapper); the pipes pass through it unchanged.
 - `scrubbed_env` builds the child's environment from an allow-list: secrets
   such as API keys never reach candidate code.
 
@@ -26,6 +28,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,15 +105,17 @@ class ChildFailure:
 class Child:
     """A spawned `python -m cuda_agent.eval.child` with a JSON-lines channel."""
 
-    def __init__(self, role: str, *, cwd: Path, env: dict[str, str], log_path: Path, warm_cuda: bool = False):
+    def __init__(self, role: str, *, cwd: Path, env: dict[str, str], log_path: Path, warm_cuda: bool = False,
+                 wrap: Callable[[list[str]], list[str]] | None = None):
         self.role = role
         self.log_path = log_path
         c2p_r, c2p_w = os.pipe()  # child -> parent replies
         p2c_r, p2c_w = os.pipe()  # parent -> child commands
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
+        argv = [sys.executable, "-m", "cuda_agent.eval.child", "--role", role,
+                "--fd-in", str(p2c_r), "--fd-out", str(c2p_w), *(["--warm-cuda"] if warm_cuda else [])]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cuda_agent.eval.child", "--role", role,
-             "--fd-in", str(p2c_r), "--fd-out", str(c2p_w), *(["--warm-cuda"] if warm_cuda else [])],
+            wrap(argv) if wrap is not None else argv,
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             pass_fds=(p2c_r, c2p_w), start_new_session=True,
         )

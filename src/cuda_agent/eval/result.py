@@ -113,6 +113,7 @@ class EvalResult:
     precision: str = "fp32"
     phases_s: dict[str, float] = field(default_factory=dict)  # wall seconds per phase
     cache: dict[str, bool] = field(default_factory=dict)  # what came from a cache
+    defences: dict[str, str] = field(default_factory=dict)  # runtime defences in force, e.g. {"sandbox": "on"}
     task_hash: str = ""
     candidate_hash: str = ""
     log: str = ""  # tail of compiler or child output, for the agent to read

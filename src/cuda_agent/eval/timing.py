@@ -15,10 +15,34 @@ timed outputs). Imports only the standard library and torch.
 Not guaranteed: stable clocks (we never touch GPU clock settings), or that
 event time captures work the callable hid on other streams: `host_over_event`
 reports the ratio of host time to event time so such work can be flagged.
+
+Fresh inputs (`fresh_inputs`, optional): the given `input_sets` then serve the
+warm-up only, and every timed call gets a new input set `fresh_inputs(g)` (g =
+0, 1, ... over all timed calls), drawn before the call, outside the timed
+region (before the flush and the synchronize). An output cache keyed on the
+input pointer (the allocator hands back the same addresses) then returns a
+stale value, and one keyed on the content never hits. `checked` calls of the
+first round, picked at random once the round length is known, keep their
+outputs in `kept[g]` so the caller can check them against the reference for
+input set g (`derive_seed` gives the seed). Trade-off, chosen knowingly: a pool
+of pre-drawn sets would cost memory (a short memory-bound call needs up to a
+thousand sets per round) and still repeat pointers and contents across
+rounds; drawing per call costs host time outside the timed region only, and
+the same method times the baselines, so the comparison stays fair. Checking a
+few random calls (not all) bounds memory; a candidate that is wrong on a
+fraction f of its calls escapes with probability (1 - f) ** checked.
+
+Side-stream guard: `side_stream_suspect(stats)` says when the host clock
+exceeds the event time by more than `SIDE_STREAM_RATIO` and
+`SIDE_STREAM_ABS_MS`; the caller then re-times with `sync_before_end=True`
+(a device-wide synchronize before the end event, so the event span covers work
+on every stream) and uses those numbers.
 """
 
 from __future__ import annotations
 
+import hashlib
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +57,28 @@ WARMUP_S = 0.25
 # per cent between processes, mostly launch jitter.
 ROUND_S = 0.1
 MAX_TIMED = 1000
+SIDE_STREAM_RATIO = 1.5
+SIDE_STREAM_ABS_MS = 0.02
+
+FreshInputs = Callable[[int], Sequence[Any]]
+
+
+def derive_seed(base: int, g: int) -> int:
+    """Seed of timed call g's fresh inputs (the parent recomputes it to check outputs)."""
+    digest = hashlib.blake2b(f"{base}:{g}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & ((1 << 62) - 1)
+
+
+def side_stream_suspect(stats: dict[str, Any]) -> bool:
+    ratio = stats.get("host_over_event")
+    med = stats.get("median_ms") or 0.0
+    if not ratio or ratio <= SIDE_STREAM_RATIO:
+        return False
+    return med * (ratio - 1.0) > SIDE_STREAM_ABS_MS
+
+
+def _pick_checked(n: int, checked: int) -> set[int]:
+    return set(random.SystemRandom().sample(range(n), min(checked, n))) if checked > 0 else set()
 
 
 def calls_per_round(n_timed: int, seconds_per_call: float) -> int:
@@ -72,6 +118,10 @@ def time_calls(
     max_cv: float,
     max_rounds: int,
     before_call: Callable[[], None] | None = None,
+    fresh_inputs: FreshInputs | None = None,
+    checked: int = 0,
+    kept: dict[int, Any] | None = None,
+    sync_before_end: bool = False,
 ) -> tuple[dict[str, Any], list[Any]]:
     device = torch.device("cuda", torch.cuda.current_device())
     flush = l2_flush_buffer(device)
@@ -92,11 +142,13 @@ def time_calls(
         torch.cuda.synchronize()
         n = calls_per_round(n_timed, (time.perf_counter() - t0) / i)
         best: dict[str, Any] | None = None
+        picks = _pick_checked(n, checked) if fresh_inputs is not None else set()
+        g = 0
         for r in range(1, max_rounds + 1):
             times: list[float] = []
             host: list[float] = []
             for i in range(n):
-                inputs = input_sets[i % k]
+                inputs = fresh_inputs(g) if fresh_inputs is not None else input_sets[i % k]
                 if before_call is not None:
                     before_call()
                 flush.zero_()
@@ -109,12 +161,19 @@ def time_calls(
                 start.record()
                 t0 = time.perf_counter()
                 out = fn(*inputs)
+                if sync_before_end:
+                    torch.cuda.synchronize()
                 end.record()
                 torch.cuda.synchronize()
                 t1 = time.perf_counter()
                 times.append(start.elapsed_time(end))
                 host.append((t1 - t0) * 1e3)
-                last[i % k] = out
+                if fresh_inputs is None:
+                    last[i % k] = out
+                elif g in picks and kept is not None:
+                    kept[g] = out
+                del out, inputs
+                g += 1
             stats = _stats(times, host, r)
             if best is None or stats["cv"] < best["cv"]:
                 best = stats
@@ -134,6 +193,10 @@ def time_calls_host(
     max_cv: float,
     max_rounds: int,
     before_call: Callable[[], None] | None = None,
+    fresh_inputs: FreshInputs | None = None,
+    checked: int = 0,
+    kept: dict[int, Any] | None = None,
+    sync_before_end: bool = False,
 ) -> tuple[dict[str, Any], list[Any]]:
     """The same protocol with the host clock, for CPU harness tests only."""
     k = len(input_sets)
@@ -145,14 +208,22 @@ def time_calls_host(
             last[i % k] = fn(*input_sets[i % k])
         n = calls_per_round(n_timed, (time.perf_counter() - t0) / n_w)
         best: dict[str, Any] | None = None
+        picks = _pick_checked(n, checked) if fresh_inputs is not None else set()
+        g = 0
         for r in range(1, max_rounds + 1):
             times: list[float] = []
             for i in range(n):
+                inputs = fresh_inputs(g) if fresh_inputs is not None else input_sets[i % k]
                 if before_call is not None:
                     before_call()
                 t0 = time.perf_counter()
-                last[i % k] = fn(*input_sets[i % k])
+                out = fn(*inputs)
                 times.append((time.perf_counter() - t0) * 1e3)
+                if fresh_inputs is None:
+                    last[i % k] = out
+                elif g in picks and kept is not None:
+                    kept[g] = out
+                g += 1
             stats = _stats(times, times, r)
             if best is None or stats["cv"] < best["cv"]:
                 best = stats

@@ -1,0 +1,118 @@
+"""`cuda-agent bench SUITE (--solutions DIR | --model NAME) -o RUN_DIR`: score a suite.
+
+Evaluates stored solutions (layouts: see `cuda_agent.bench.runner`) or runs
+the agent per task, through the evaluation pool: one worker per visible GPU
+plus a CPU compile farm, or Ray tasks with --ray / RAY_ADDRESS. Every result
+is committed to RUN_DIR/results.sqlite as it lands; a rerun with the same -o
+skips finished tasks. Ends with the metrics table (`cuda-agent report`).
+Exit 0 when the bench ran (whatever the candidates did), 1 when some tasks hit
+a harness error (rerun to retry them), 2 with one line for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from cuda_agent.cli.cmd_tasks import parse_levels
+from cuda_agent.cli.main import UsageError
+
+HELP = "evaluate stored solutions or run the agent over a suite; resumable; ends with the metrics table"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("suite", help='"examples", a KernelBench checkout, an Ops-6K .parquet/.jsonl, or a folder of task files')
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--solutions", metavar="DIR", help="stored solutions: DIR/<task_id>/ (workspace) or DIR/<task_id>.py "
+                     "or KernelBench's level_<L>_problem_<P>_*.py")
+    src.add_argument("--model", help="run the agent with this model (endpoint: --base-url / OPENAI_BASE_URL)")
+    p.add_argument("-o", "--output", metavar="RUN_DIR", required=True, help="run directory (results.sqlite, episodes/, reports)")
+    p.add_argument("--levels", help="KernelBench levels, e.g. 1,2 (default 1,2,3)")
+    p.add_argument("--gpus", type=int, default=None, help="GPU workers (default: one per visible GPU)")
+    p.add_argument("--ray", action="store_true", help="run evaluations as Ray tasks (also when RAY_ADDRESS is set)")
+    p.add_argument("--compile-workers", type=int, default=None, help="CPU compile farm processes (default: half the CPUs, at most 8)")
+    p.add_argument("--timed-calls", type=int, default=None, help="timed calls per round (default 50)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --model (env OPENAI_BASE_URL)")
+    p.add_argument("--api-key", default=None, help="API key for --model (env OPENAI_API_KEY)")
+    p.add_argument("--max-turns", type=int, default=200, help="agent turns per task (default 200, the paper's evaluation limit)")
+    p.add_argument("--parallel", type=int, default=4, help="agent episodes at once (default 4)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # "cpu": the test lane, times are meaningless
+
+
+def _agent_spec(args: argparse.Namespace):
+    from cuda_agent.agent.loop import AgentConfig
+    from cuda_agent.bench.runner import AgentSpec
+    from cuda_agent.llm.client import ChatClient, ClientConfig
+
+    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    api_key = args.api_key or os.environ.get("OPENAI_API_KEY") or None
+    if not base_url and not api_key:
+        raise UsageError("no endpoint: pass --base-url for a local server, or --api-key / OPENAI_API_KEY for a hosted API")
+    if args.max_turns < 1 or args.parallel < 1:
+        raise UsageError("--max-turns and --parallel must be positive")
+    return AgentSpec(lambda: ChatClient(ClientConfig(model=args.model, base_url=base_url, api_key=api_key)),
+                     args.model, AgentConfig(max_turns=args.max_turns), args.parallel)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from cuda_agent.bench.pool import HarnessError, make_pool
+    from cuda_agent.bench.report import build_report, notes, rich_table, write_report
+    from cuda_agent.bench.runner import run_bench
+    from cuda_agent.eval.config import EvalConfig
+    from cuda_agent.task.suites import load_suite
+
+    suite = load_suite(args.suite, parse_levels(args.levels))
+    if args.solutions and not Path(args.solutions).is_dir():
+        raise UsageError(f"solutions directory not found: {args.solutions}")
+    if args.gpus is not None and args.gpus < 1:
+        raise UsageError("--gpus must be at least 1")
+    if args.device not in ("cuda", "cpu"):
+        raise UsageError("--device must be cuda or cpu")
+    cfg = EvalConfig(device=args.device, compile_baseline=args.device == "cuda")
+    if args.timed_calls is not None:
+        if args.timed_calls < 3:
+            raise UsageError("--timed-calls must be at least 3")
+        cfg.n_timed = args.timed_calls
+    agent = _agent_spec(args) if args.model else None
+    try:
+        pool = make_pool(ray=args.ray, slots=args.gpus, device=args.device, compile_workers=args.compile_workers)
+    except (HarnessError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    for n in suite.notes:
+        console.print(f"[yellow]note:[/] {n}")
+    bar = Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.description}"), console=console, disable=args.quiet)
+    with bar:
+        tid = bar.add_task("", total=None)
+
+        def progress(task_id: str, done: int, total: int) -> None:
+            bar.update(tid, completed=done, total=total, description=task_id)
+
+        try:
+            summary = run_bench(suite, args.output, solutions=args.solutions, agent=agent, pool=pool, config=cfg,
+                                progress=progress)
+        except ValueError as e:
+            pool.close(cancel=True)
+            raise UsageError(str(e)) from None
+        except BaseException:
+            pool.close(cancel=True)
+            raise
+        pool.close()
+    console.print(f"{summary.finished} task(s) finished this run, {summary.skipped} already done, "
+                  f"{len(summary.missing)} without a solution, {len(summary.errors)} harness error(s); "
+                  f"{summary.wall_s:.1f} s", highlight=False)
+    for task_id, msg in summary.errors[:5]:
+        console.print(f"[red]error:[/] {task_id}: {msg}", highlight=False)
+    rep = build_report(args.output)
+    console.print(rich_table(rep))
+    for n in notes(rep):
+        console.print(f"[yellow]note:[/] {n}", highlight=False)
+    write_report(rep)
+    return 1 if summary.errors else 0

@@ -1,0 +1,52 @@
+"""`cuda-agent lint-task TASK.py`: negative controls that a weak task would accept.
+
+Runs zeros, a constant, pass-through of the first input, another seed's output and an
+output precomputed for one fixed input set through the evaluator's reference child and
+comparison (`cuda_agent.eval.lint_task`). Exit 0 when no control passes, 1 when any does
+(the task should be fixed or dropped), 2 for bad input (or no GPU with --device cuda).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from cuda_agent.cli.main import UsageError
+
+HELP = "run negative controls (zeros, constant, pass-through, other seed, precomputed) against a task"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("task", help="a task file (class Model, get_inputs, get_init_inputs)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="where the reference runs (cpu: for tests and machines without a GPU)")
+    parser.add_argument("--seeds", type=int, default=5, help="input sets per control (default 5)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cuda_agent.eval.lint_task import lint_task
+    from cuda_agent.task.taskfile import Task
+
+    task = Task.from_file(args.task)
+    if args.seeds < 1:
+        raise UsageError("--seeds must be at least 1")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("no CUDA GPU is visible; use --device cpu")
+    report = lint_task(task, device=args.device, n_seeds=args.seeds)
+    if report.error:
+        if args.json:
+            print(json.dumps(report.to_dict(), indent=2))
+        raise UsageError(f"the task could not be run: {report.error}")
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        for name, c in report.controls.items():
+            verdict = "PASSES" if c["passes"] else ("n/a" if not c["applicable"] else "fails")
+            print(f"{verdict:7} {name:13} {c['message']}")
+        print(f"{task.name}: " + (f"weak, {len(report.passing)} control(s) pass: {', '.join(report.passing)}"
+                                  if report.passing else "no negative control passes"))
+    return 1 if report.passing else 0

@@ -1,0 +1,68 @@
+"""Weak-task lint: would trivial outputs pass this task's correctness check?
+
+Contract: `lint_task(task, device=...)` starts one trusted reference child
+(the same `child.py` the evaluator uses; it runs only the task's own Model),
+draws `n_seeds` fresh secret seeds plus one fixed seed, and runs the negative
+controls of `negative_controls` (zeros, a constant, pass-through of the first
+input, the output of another seed, the output of one fixed input set, i.e.
+an answer precomputed at init) through the evaluator's comparison with the
+task's tolerances. Returns a `LintReport`; `passing` names every control that
+would be accepted, so a benchmark or a synthesized dataset can drop or fix
+the task. A failure of the task itself (raises, hangs) is a report with
+`error` set, not an exception.
+
+Not guaranteed: the controls are the cheap hacks only; a task none of them
+passes can still be weak in ways they do not try.
+"""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.eval.procs import Child, ChildFailure, scrubbed_env
+from cuda_agent.task.taskfile import Task
+
+
+@dataclass
+class LintReport:
+    task: str
+    controls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def passing(self) -> list[str]:
+        return [name for name, c in self.controls.items() if c.get("passes")]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "passing": self.passing}
+
+
+def lint_task(task: Task, *, device: str = "cuda", n_seeds: int = 5, timeout: float = 300.0) -> LintReport:
+    report = LintReport(task=task.name)
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-lint-") as tmp:
+        root = Path(tmp)
+        (root / "model.py").write_text(task.source)
+        child = Child("reference", cwd=root, env=scrubbed_env({"TMPDIR": tmp}), log_path=root / "reference.log")
+        try:
+            steps: list[dict[str, Any]] = [
+                {"cmd": "setup", "task_path": str(root / "model.py"), "init_seed": secrets.randbits(62),
+                 "precision": task.precision, "device": device},
+                {"cmd": "controls", "seeds": [secrets.randbits(62) for _ in range(n_seeds)],
+                 "fixed_seed": secrets.randbits(62), "atol": task.atol, "rtol": task.rtol},
+            ]
+            for msg in steps:
+                reply = child.request(msg, timeout)
+                if isinstance(reply, ChildFailure):
+                    report.error = f"{msg['cmd']}: {reply.message}"
+                    return report
+                if not reply.get("ok"):
+                    report.error = f"{msg['cmd']}: the task raised {reply.get('error', '?')}"[:1000]
+                    return report
+            report.controls = reply["controls"]
+        finally:
+            child.close()
+    return report

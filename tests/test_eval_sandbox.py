@@ -1,0 +1,99 @@
+"""The sandbox around the candidate child, on the CPU lane: no network, a pid
+namespace whose processes all die with the evaluation, bounded file sizes.
+
+The hostile bindings would be rejected by the static checks first; these tests
+switch the static gate off to show the sandbox containing them on its own."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_runtime_defences import cpu_cfg, hostile_ws, no_static_gate  # noqa: F401
+
+from cuda_agent.eval import sandbox
+from cuda_agent.eval.api import evaluate_workspace
+from cuda_agent.eval.result import Status
+
+needs_sandbox = pytest.mark.skipif(sandbox.probe("cpu") is not None, reason=f"sandbox unavailable: {sandbox.probe('cpu')}")
+
+
+@needs_sandbox
+def test_wrapped_process_has_no_network_and_the_limits():
+    box = sandbox.Sandbox(max_file_bytes=1 << 20, max_procs=128)
+    code = ("import socket,resource;s=socket.socket();s.settimeout(2)\n"
+            "try:\n s.connect(('127.0.0.1', 9)); print('connected')\nexcept OSError as e: print('refused', e.errno)\n"
+            "print(resource.getrlimit(resource.RLIMIT_FSIZE)[0], resource.getrlimit(resource.RLIMIT_CORE)[0])")
+    p = subprocess.run(box.wrap([sys.executable, "-c", code]), capture_output=True, text=True, timeout=60)
+    lines = p.stdout.split("\n")
+    assert p.returncode == 0, p.stderr
+    assert lines[0].startswith("refused") and "101" in lines[0]  # ENETUNREACH: loopback is down
+    assert lines[1] == f"{1 << 20} 0"
+
+
+def _listener() -> socket.socket:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(0.2)
+    return srv
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_connect_from_the_extension_fails_inside_and_succeeds_outside(tmp_path, cache_env, no_static_gate):  # noqa: F811
+    srv = _listener()
+    port = srv.getsockname()[1]
+    try:
+        ws = hostile_ws(tmp_path, "net_connect", defines={"HOSTILE_PORT": str(port)})
+        inside = evaluate_workspace(ws, config=cpu_cfg(), phase="verify")
+        assert inside.status is Status.OK and inside.correct, (inside.message, inside.log[-1500:])
+        assert inside.defences["sandbox"] == "on"
+        outside = evaluate_workspace(ws, config=cpu_cfg(sandbox="off"), phase="verify")
+        assert outside.status is Status.RUNTIME_ERROR and "network connection succeeded" in outside.message
+    finally:
+        srv.close()
+
+
+def _bomb_children() -> list[int]:
+    pids = []
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and Path(f"/proc/{pid}/comm").read_text().strip() == "cabombchild":
+                pids.append(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_fork_bomb_is_contained_and_every_process_dies_with_the_evaluation(tmp_path, cache_env, no_static_gate):  # noqa: F811
+    assert _bomb_children() == []
+    r = evaluate_workspace(hostile_ws(tmp_path, "fork_many"), config=cpu_cfg(sandbox_max_procs=64), phase="verify")
+    # As a normal user RLIMIT_NPROC stops the forks (the call succeeds); as uid 0 the kernel
+    # ignores it, the forks succeed and the binding raises. Either way nothing survives.
+    if os.getuid() == 0:
+        assert r.status is Status.RUNTIME_ERROR and "forked all" in r.message
+    else:
+        assert r.status is Status.OK, r.message
+    import time
+
+    deadline = time.monotonic() + 10
+    while _bomb_children() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _bomb_children() == []
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_large_file_write_is_stopped(tmp_path, cache_env, no_static_gate):  # noqa: F811
+    target = tmp_path / "big.bin"
+    ws = hostile_ws(tmp_path, "big_file", defines={"HOSTILE_FILE": f'"{target}"'})
+    r = evaluate_workspace(ws, config=cpu_cfg(sandbox_max_file_bytes=16 << 20), phase="verify")
+    assert r.status is Status.OK, (r.message, r.log[-1500:])  # the write failed with EFBIG; the binding went on
+    assert target.stat().st_size <= 16 << 20
