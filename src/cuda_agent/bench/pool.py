@@ -172,6 +172,7 @@ class LocalPool:
         self._envs = [{"CUDA_VISIBLE_DEVICES": gpus[i]} if gpus else {} for i in range(n)]
         self._slots = [_executor(1, e) for e in self._envs]
         n_farm = compile_workers if compile_workers is not None else max(1, min(8, (os.cpu_count() or 2) // 2))
+        self._n_farm = n_farm
         self._farm = _executor(n_farm, {"CUDA_VISIBLE_DEVICES": ""})
         self._queue: queue.Queue[tuple[EvalJob, Future[EvalResult]] | None] = queue.Queue()
         self._threads = [threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"pool-slot-{i}") for i in range(n)]
@@ -212,7 +213,7 @@ class LocalPool:
             else:  # a farm failure is not fatal: the GPU slot builds by itself
                 self._queue.put((then, out))
             if isinstance(err, BrokenProcessPool):
-                self._farm = _executor(self._farm._max_workers, {"CUDA_VISIBLE_DEVICES": ""})
+                self._farm = _executor(self._n_farm, {"CUDA_VISIBLE_DEVICES": ""})
 
         inner.add_done_callback(done)
 
