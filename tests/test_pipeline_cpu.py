@@ -92,3 +92,18 @@ def test_protected_file_tampering_is_rejected_and_pristine_used(tmp_path, cache_
     r = evaluate_workspace(ws, config=cpu_cfg())
     assert r.status is Status.REJECTED and r.reward == -1
     assert any(f.rule == "protected-file-modified" and f.file == "model.py" for f in r.findings)
+
+
+@pytest.mark.skipif(shutil.which("ninja") is None and not __import__("importlib").util.find_spec("ninja"),
+                    reason="load_inline needs ninja")
+def test_single_file_solution_builds_in_the_child_and_is_scored(tmp_path, cache_env):
+    from cuda_agent.eval.api import evaluate_single_file
+
+    task = Task.from_file(LANE / "task.py")
+    r = evaluate_single_file(task, LANE / "solution_inline.py", config=cpu_cfg(load_timeout=600))
+    assert r.status is Status.OK, r.message + r.log
+    assert r.correct and all(c.passed for c in r.checks) and r.time_ms
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text((LANE / "solution_inline.py").read_text().replace("2.f * in[i]", "2.5f * in[i]"))
+    r2 = evaluate_single_file(task, wrong, config=cpu_cfg(load_timeout=600))
+    assert r2.status is Status.INCORRECT and r2.reward == -1
