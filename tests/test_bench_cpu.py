@@ -155,3 +155,18 @@ def _has_matplotlib() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_pool_gates_a_rejected_candidate_on_the_farm(tmp_path, cache_env):
+    """A candidate that fails its static checks is settled by the compile farm and never takes a device slot."""
+    from cuda_agent.task import Task
+    from cuda_agent.task.workspace import init_workspace
+
+    task = Task.from_file(LANE / "task.py")
+    hack = init_workspace(task, tmp_path / "hack")
+    (hack / "model_new.py").write_text("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                                       "    def forward(self, x):\n        return torch.relu(x) * 2.0\n")
+    with LocalPool(1, device="cpu", compile_workers=1) as pool:
+        r = pool.submit(EvalJob(task=task, workdir=hack, config=cpu_cfg())).result(timeout=120)
+        assert pool.stats == {"farm": 1, "slot": 0, "gated": 1}
+    assert r.status.value == "rejected" and r.reward == -1

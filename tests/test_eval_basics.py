@@ -243,3 +243,14 @@ def test_calls_per_round_grows_for_short_calls_and_is_capped():
     assert calls_per_round(50, 0.01) == 50  # 10 ms calls: the configured count
     assert calls_per_round(50, 30e-6) == MAX_TIMED  # 30 us calls: capped
     assert 50 < calls_per_round(50, 500e-6) < MAX_TIMED
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_NVCC, reason="nvcc not installed")
+def test_compile_phase_needs_no_gpu(tmp_path, cache_env, capsys):
+    ws = init_workspace(Task.from_file(LANE / "task.py"), tmp_path / "ws")
+    shutil.copytree(LANE / "kernels", ws / "kernels", dirs_exist_ok=True)
+    shutil.copy(LANE / "model_new.py", ws / "model_new.py")
+    assert main(["eval", str(ws), "--phase", "compile", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["status"] == "ok" and d["message"] == "compiled" and d["reward"] is None and not d["correct"]

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.bench.pool import EvalJob, LocalPool, Pool
+from cuda_agent.bench.jobs import EvalJob
+from cuda_agent.bench.pool import LocalPool, Pool
 from cuda_agent.bench.store import ResultStore
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.result import EvalResult

@@ -159,12 +159,12 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
                                        wrap=box.wrap if box is not None and role == "candidate" else None)
                 stack.callback(children[role].close)
         so_path = _build(cand, cfg, gpu, res)
+        if cfg.phase == "compile" and cand.kind == "workspace":
+            res.message = "compiled"  # a GPU is not needed for this phase
+            raise _Stop(res)
         if gpu is None:
             what = "compiled with nvcc" if cand.kind == "workspace" else "checked statically (load_inline compiles on the GPU machine)"
             res.status, res.message = Status.NO_GPU, f"{what}; correctness and timing need a CUDA GPU, and none is visible"
-            raise _Stop(res)
-        if not children:
-            res.message = "compiled"
             raise _Stop(res)
         _check_and_time(cand, cfg, tmp, res, children["reference"], children["candidate"], so_path, cache)
 

@@ -1,0 +1,57 @@
+"""The Ray backend of the evaluation pool (`--ray`, or RAY_ADDRESS set).
+
+Contract: `RayPool().submit(job)` runs the job as a Ray task and returns a
+`concurrent.futures.Future[EvalResult]`. GPU phases (verify, profile with
+device "cuda") declare num_gpus=1, so Ray gives each one an exclusive GPU and
+sets CUDA_VISIBLE_DEVICES; compile phases and CPU-lane jobs declare
+num_gpus=0. Jobs travel as task + source snapshot (`jobs.portable`). For a
+workspace job past the compile phase, a compile-only task runs first and its
+object ref is an argument of the GPU task: Ray starts the GPU task after it,
+and a candidate that failed to compile never holds a GPU for long.
+Not guaranteed: across machines the compile-ahead helps only when
+CUDA_AGENT_CACHE is on a shared filesystem; cuda-agent must be installed on
+every node; `close()` leaves the cluster (and ray.init) to the caller.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future
+from typing import Any
+
+from cuda_agent.bench.jobs import EvalJob, HarnessError, portable, run_gated
+from cuda_agent.eval.result import EvalResult
+
+
+class RayPool:
+    def __init__(self, address: str | None = None, *, compile_ahead: bool = True, **init_kwargs: Any):
+        try:
+            import ray
+        except ImportError:
+            raise HarnessError("the Ray backend needs ray (pip install 'cuda-agent[ray]')") from None
+        self._ray = ray
+        if not ray.is_initialized():
+            ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, **init_kwargs)
+        self.compile_ahead = compile_ahead
+        self._fn = ray.remote(run_gated)
+
+    def _opts(self, job: EvalJob) -> Any:
+        gpu = job.config.device == "cuda" and job.phase != "compile"
+        return self._fn.options(num_gpus=1 if gpu else 0, num_cpus=1, max_retries=0)
+
+    def submit(self, job: EvalJob) -> Future[EvalResult]:
+        job = portable(job)
+        compiled = None
+        if job.kind == "workspace" and job.phase != "compile" and self.compile_ahead:
+            first = job.with_phase("compile")
+            compiled = self._opts(first).remote(first, None)
+        return self._opts(job).remote(job, compiled).future()
+
+    def close(self, cancel: bool = False) -> None:
+        pass  # the cluster outlives the pool; ray.shutdown() is the caller's choice
+
+    def __enter__(self) -> RayPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
