@@ -19,8 +19,7 @@ Contract:
 - Both share the evaluator's caches under cache_root(): build objects,
   baselines and whole results (cuda_agent.eval.cache).
 
-Not guaranteed: compile-only results computed on a machine
-without a GPU carry status no_gpu. Killing the pool's parent does not wait
+Not guaranteed: Killing the pool's parent does not wait
 for evaluations in flight; their children die with their process groups.
 """
 
