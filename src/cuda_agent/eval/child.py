@@ -323,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fd-in", type=int, required=True)
     ap.add_argument("--fd-out", type=int, required=True)
     ap.add_argument("--warm-cuda", action="store_true", help="start CUDA before the first command")
+    ap.add_argument("--warm-oplog", action="store_true", help="pay the op log's first-use cost before the first command")
     a = ap.parse_args(argv)
     if a.warm_cuda:
         try:  # overlaps the parent's build; a failure here shows up again at setup
@@ -330,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
             torch.empty(1, device="cuda")
         except Exception:  # noqa: BLE001
             pass
+    if a.warm_oplog:
+        # The first dispatch mode entered in a process costs about a second of lazy
+        # imports: pay it now, while the parent builds, not inside the correctness runs.
+        with torch.no_grad(), OpLog():
+            torch.empty(1)
     st = State(a.role)
     rin = os.fdopen(a.fd_in, "rb")
     for line in rin:

@@ -156,7 +156,8 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
                 (tmp / f"tmp_{role}").mkdir()
                 children[role] = Child(role, cwd=cand.root, env={**env, "TMPDIR": str(tmp / f"tmp_{role}")},
                                        log_path=tmp / f"{role}.log", warm_cuda=cfg.device == "cuda",
-                                       wrap=box.wrap if box is not None and role == "candidate" else None)
+                                       wrap=box.wrap if box is not None and role == "candidate" else None,
+                                       child_args=("--warm-oplog",) if cfg.runtime_guards and role == "candidate" else ())
                 stack.callback(children[role].close)
         so_path = _build(cand, cfg, gpu, res)
         if cfg.phase == "compile" and cand.kind == "workspace":

@@ -106,14 +106,14 @@ class Child:
     """A spawned `python -m cuda_agent.eval.child` with a JSON-lines channel."""
 
     def __init__(self, role: str, *, cwd: Path, env: dict[str, str], log_path: Path, warm_cuda: bool = False,
-                 wrap: Callable[[list[str]], list[str]] | None = None):
+                 wrap: Callable[[list[str]], list[str]] | None = None, child_args: tuple[str, ...] = ()):
         self.role = role
         self.log_path = log_path
         c2p_r, c2p_w = os.pipe()  # child -> parent replies
         p2c_r, p2c_w = os.pipe()  # parent -> child commands
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
         argv = [sys.executable, "-m", "cuda_agent.eval.child", "--role", role,
-                "--fd-in", str(p2c_r), "--fd-out", str(c2p_w), *(["--warm-cuda"] if warm_cuda else [])]
+                "--fd-in", str(p2c_r), "--fd-out", str(c2p_w), *(["--warm-cuda"] if warm_cuda else []), *child_args]
         self.proc = subprocess.Popen(
             wrap(argv) if wrap is not None else argv,
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
