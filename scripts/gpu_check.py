@@ -107,6 +107,11 @@ def main() -> int:
         t0 = time.monotonic()
         r = evaluate_workspace(workspace(ex / "task.py", ex / "solution", work / ex.name), config=EvalConfig())
         record(f"example/{ex.name}", r, "reward 3", r.reward == 3, time.monotonic() - t0)
+        inline = ex / "solution_inline.py"
+        if inline.is_file():  # the KernelBench single-file form (load_inline in the child)
+            t0 = time.monotonic()
+            r = evaluate_single_file(Task.from_file(ex / "task.py"), inline, config=EvalConfig())
+            record(f"inline/{ex.name}", r, "reward 3", r.reward == 3, time.monotonic() - t0)
 
     if not a.skip_faults:
         good = ROOT / "examples" / "diag_matmul"
