@@ -12,8 +12,13 @@ parent never imports candidate code; both children are killed at the end or
 at the first failure. Every candidate failure is a typed `EvalResult`.
 
 Not guaranteed: anything without a CUDA GPU beyond checks and the build
-(status no_gpu says so). Single-file (load_inline) solutions compile inside
-the candidate child, so without a GPU they are only checked statically.
+(status no_gpu says so).
+
+Longer than the 250-line guide on purpose: it is the one place where the order
+of the steps and what each failure turns into can be read together; each step
+it calls (build, children, compare, timing, checks) lives in its own module.
+Single-file (load_inline) solutions compile inside the candidate child, so
+without a GPU they are only checked statically.
 """
 
 from __future__ import annotations
