@@ -53,7 +53,7 @@ def test_reward_rejects_nonsense_times():
 # ---------------------------------------------------------------- tasks
 def test_task_loads_and_hash_tracks_content(tmp_path):
     t = Task.from_file(LANE / "task.py")
-    assert t.name == "task" and t.precision == "fp32" and t.atol == t.rtol == 1e-2
+    assert t.name == "cpu_lane" and t.precision == "fp32" and t.atol == t.rtol == 1e-2
     f = tmp_path / "t2.py"
     f.write_text(t.source.replace("* 2.0", "* 3.0") + "\nPRECISION = 'bf16'\n")
     t2 = Task.from_file(f)

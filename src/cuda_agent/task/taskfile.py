@@ -50,7 +50,9 @@ class Task:
             source = p.read_text()
         except (OSError, UnicodeDecodeError) as e:
             raise TaskError(f"cannot read task file {p}: {e}") from None
-        return cls.from_source(source, name=p.stem, path=p.resolve())
+        # examples/<name>/task.py and <workspace>/model.py are named after their folder
+        name = p.resolve().parent.name if p.stem in ("task", "model") else p.stem
+        return cls.from_source(source, name=name, path=p.resolve())
 
     @classmethod
     def from_source(cls, source: str, name: str = "task", path: Path | None = None) -> Task:
