@@ -70,7 +70,13 @@ def test_bash_has_no_network(ws, monkeypatch):
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
     port = srv.getsockname()[1]
-    threading.Thread(target=lambda: srv.accept(), daemon=True).start()  # reachable from outside the sandbox
+    def accept_quietly() -> None:  # reachable from outside the sandbox; closed at the end
+        try:
+            srv.accept()
+        except OSError:
+            pass
+
+    threading.Thread(target=accept_quietly, daemon=True).start()
     sh = BashSession(ws, timeout_s=10)
     try:
         probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=2); print(\"CONNECTED\")'"
