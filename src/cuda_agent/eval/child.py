@@ -46,7 +46,7 @@ from cuda_agent.eval.compare import compare_outputs
 from cuda_agent.eval.result import CheckRecord
 from cuda_agent.eval.runtime_checks import OpLog, new_threads, thread_ids
 from cuda_agent.eval.tensorfile import TensorFileError, dtype_name, load_tensors, save_tensors
-from cuda_agent.eval.timing import derive_seed, time_calls, time_calls_host
+from cuda_agent.eval.timing import derive_seed, time_calls
 
 
 class State:
@@ -245,13 +245,12 @@ def cmd_compare(st: State, msg: dict[str, Any]) -> dict[str, Any]:
 def cmd_time(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     input_sets = [make_inputs(st, s) for s in msg["seeds"]]
     fn = torch.compile(st.model) if msg.get("compiled") else st.model
-    timer = time_calls if st.device.type == "cuda" else time_calls_host
     base = msg.get("fresh_seed")
     fresh = (lambda g: make_inputs(st, derive_seed(base, g))) if base is not None else None
     kept: dict[int, Any] = {}
     before = thread_ids() if st.guard else set()
-    stats, last = timer(
-        fn, input_sets, n_warmup=msg["n_warmup"], n_timed=msg["n_timed"],
+    stats, last = time_calls(
+        fn, input_sets, clock="cuda" if st.device.type == "cuda" else "host", n_warmup=msg["n_warmup"], n_timed=msg["n_timed"],
         max_cv=msg["max_cv"], max_rounds=msg["max_rounds"], before_call=lambda: _poison(st),
         fresh_inputs=fresh, checked=int(msg.get("checked", 0)) if msg.get("out_dir") else 0, kept=kept,
         sync_before_end=bool(msg.get("sync_before_end")),

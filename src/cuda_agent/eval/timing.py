@@ -2,12 +2,12 @@
 
 Contract (`time_calls`): per call, outside the timed region, the L2 cache is
 flushed by writing a buffer of at least twice its size and the device is
-synchronized; CUDA events then bracket the call on the current stream; a device-wide synchronize follows so that
-the host clock covers work on every stream. At least `n_warmup` untimed calls
-and a quarter second of them come first. A round is `n_timed` calls rotating through the given input sets,
-more for short calls (`calls_per_round`: a round spans at least 0.1 s, at most
-1000 calls);
-rounds repeat (up to `max_rounds`) while the coefficient of variation exceeds
+synchronized; CUDA events then bracket the call on the current stream; a
+device-wide synchronize follows so that the host clock covers work on every
+stream. At least `n_warmup` untimed calls and a quarter second of them come
+first. A round is `n_timed` calls rotating through the given input sets, more
+for short calls (`calls_per_round`: a round spans at least 0.1 s, at most 1000
+calls); rounds repeat (up to `max_rounds`) while the coefficient of variation exceeds
 `max_cv`, and the round with the lowest CV is kept. Returns the statistics
 and the last output produced for each input set (so the parent can check the
 timed outputs). Imports only the standard library and torch.
@@ -109,6 +109,52 @@ def _stats(times: list[float], host: list[float], rounds: int) -> dict[str, Any]
     }
 
 
+class _EventClock:
+    """Device clock: L2 flush and sync before the call, CUDA events around it,
+    a device-wide sync after it (so the host clock covers every stream)."""
+
+    warmup_s = WARMUP_S
+
+    def __init__(self, sync_before_end: bool):
+        self.flush = l2_flush_buffer(torch.device("cuda", torch.cuda.current_device()))
+        self.sync_before_end = sync_before_end
+
+    def settle(self) -> None:
+        torch.cuda.synchronize()
+
+    def measure(self, fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[Any, float, float]:
+        self.flush.zero_()
+        # Sync first: the event span then holds the call alone (its launch latency
+        # included, as a user sees it), and the host clock is not inflated by the flush.
+        torch.cuda.synchronize()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        t0 = time.perf_counter()
+        out = fn(*inputs)
+        if self.sync_before_end:
+            torch.cuda.synchronize()
+        end.record()
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        return out, start.elapsed_time(end), (t1 - t0) * 1e3
+
+
+class _HostClock:
+    """Host clock only: the CPU lane, where the harness is tested without a GPU."""
+
+    warmup_s = 0.0
+
+    def settle(self) -> None:
+        pass
+
+    def measure(self, fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[Any, float, float]:
+        t0 = time.perf_counter()
+        out = fn(*inputs)
+        ms = (time.perf_counter() - t0) * 1e3
+        return out, ms, ms
+
+
 def time_calls(
     fn: Callable[..., Any],
     input_sets: Sequence[Sequence[Any]],
@@ -122,24 +168,25 @@ def time_calls(
     checked: int = 0,
     kept: dict[int, Any] | None = None,
     sync_before_end: bool = False,
+    clock: str = "cuda",
 ) -> tuple[dict[str, Any], list[Any]]:
-    device = torch.device("cuda", torch.cuda.current_device())
-    flush = l2_flush_buffer(device)
+    """`clock="host"` runs the same protocol with the host clock (CPU lane only)."""
+    timer: _EventClock | _HostClock = _EventClock(sync_before_end) if clock == "cuda" else _HostClock()
     k = len(input_sets)
     last: list[Any] = [None] * k
     with torch.no_grad():
-        # At least n_warmup calls and WARMUP_S of work: a GPU that was idle needs
-        # tens of milliseconds of load before its clocks settle, and a short kernel
-        # would otherwise be timed on a cold chip.
+        # At least n_warmup calls and (on the GPU) WARMUP_S of work: a GPU that was
+        # idle needs tens of milliseconds of load before its clocks settle, and a
+        # short kernel would otherwise be timed on a cold chip.
         t0 = time.perf_counter()
-        t_end = t0 + WARMUP_S
+        t_end = t0 + timer.warmup_s
         i = 0
         while i < max(n_warmup, 3) or (time.perf_counter() < t_end and i < 10_000):
             last[i % k] = fn(*input_sets[i % k])
             i += 1
             if i % 8 == 0:
-                torch.cuda.synchronize()
-        torch.cuda.synchronize()
+                timer.settle()
+        timer.settle()
         n = calls_per_round(n_timed, (time.perf_counter() - t0) / i)
         best: dict[str, Any] | None = None
         picks = _pick_checked(n, checked) if fresh_inputs is not None else set()
@@ -151,23 +198,9 @@ def time_calls(
                 inputs = fresh_inputs(g) if fresh_inputs is not None else input_sets[i % k]
                 if before_call is not None:
                     before_call()
-                flush.zero_()
-                # Sync first: the event span then holds the call alone (its launch
-                # latency included, as a user sees it), and the host clock below
-                # is not inflated by the flush.
-                torch.cuda.synchronize()
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                t0 = time.perf_counter()
-                out = fn(*inputs)
-                if sync_before_end:
-                    torch.cuda.synchronize()
-                end.record()
-                torch.cuda.synchronize()
-                t1 = time.perf_counter()
-                times.append(start.elapsed_time(end))
-                host.append((t1 - t0) * 1e3)
+                out, event_ms, host_ms = timer.measure(fn, inputs)
+                times.append(event_ms)
+                host.append(host_ms)
                 if fresh_inputs is None:
                     last[i % k] = out
                 elif g in picks and kept is not None:
@@ -175,56 +208,6 @@ def time_calls(
                 del out, inputs
                 g += 1
             stats = _stats(times, host, r)
-            if best is None or stats["cv"] < best["cv"]:
-                best = stats
-            best["rounds"] = r
-            if stats["cv"] <= max_cv:
-                break
-    assert best is not None
-    return best, last
-
-
-def time_calls_host(
-    fn: Callable[..., Any],
-    input_sets: Sequence[Sequence[Any]],
-    *,
-    n_warmup: int,
-    n_timed: int,
-    max_cv: float,
-    max_rounds: int,
-    before_call: Callable[[], None] | None = None,
-    fresh_inputs: FreshInputs | None = None,
-    checked: int = 0,
-    kept: dict[int, Any] | None = None,
-    sync_before_end: bool = False,
-) -> tuple[dict[str, Any], list[Any]]:
-    """The same protocol with the host clock, for CPU harness tests only."""
-    k = len(input_sets)
-    last: list[Any] = [None] * k
-    with torch.no_grad():
-        t0 = time.perf_counter()
-        n_w = max(n_warmup, 3)
-        for i in range(n_w):
-            last[i % k] = fn(*input_sets[i % k])
-        n = calls_per_round(n_timed, (time.perf_counter() - t0) / n_w)
-        best: dict[str, Any] | None = None
-        picks = _pick_checked(n, checked) if fresh_inputs is not None else set()
-        g = 0
-        for r in range(1, max_rounds + 1):
-            times: list[float] = []
-            for i in range(n):
-                inputs = fresh_inputs(g) if fresh_inputs is not None else input_sets[i % k]
-                if before_call is not None:
-                    before_call()
-                t0 = time.perf_counter()
-                out = fn(*inputs)
-                times.append((time.perf_counter() - t0) * 1e3)
-                if fresh_inputs is None:
-                    last[i % k] = out
-                elif g in picks and kept is not None:
-                    kept[g] = out
-                g += 1
-            stats = _stats(times, times, r)
             if best is None or stats["cv"] < best["cv"]:
                 best = stats
             best["rounds"] = r
