@@ -17,15 +17,12 @@ from pathlib import Path
 
 from cuda_agent.cli.main import UsageError
 from cuda_agent.eval.result import Finding, Severity
-from cuda_agent.eval.static_checks import check_single_file, check_sources
+from cuda_agent.eval.static_checks import check_single_file
+from cuda_agent.eval.static_gate import workspace_findings
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import stage
 
 HELP = "static checks of a workspace or single-file solution for rule violations and known hacks"
-
-# staging notes that are information, not a broken rule
-_INFO_NOTES = {"no-pristine-task"}
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workdir", help="a workspace directory, or a KernelBench single-file solution (.py)")
@@ -43,11 +40,7 @@ def collect(path: Path, task: Task | None) -> list[Finding]:
         raise UsageError(f"no such workspace or file: {path}")
     with tempfile.TemporaryDirectory(prefix="cuda-agent-check-") as tmp:
         staged = stage(path, Path(tmp) / "staged", task)
-    findings = [
-        Finding(rule=rule, message=msg, severity=Severity.WARN if rule in _INFO_NOTES else Severity.REJECT, file=rel)
-        for rule, rel, msg in staged.findings
-    ]
-    return findings + check_sources(staged.sources, precision=staged.task.precision)
+    return workspace_findings(staged)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -44,7 +44,7 @@ from cuda_agent.eval.procs import Child, ChildFailure, scrubbed_env
 from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, Status, TimingStats
 from cuda_agent.eval.reward import milestone_reward
 from cuda_agent.eval.runtime_checks import runtime_findings
-from cuda_agent.eval.static_gate import static_findings
+from cuda_agent.eval.static_gate import static_findings, workspace_findings
 from cuda_agent.eval.timing import derive_seed, side_stream_suspect
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import cache_root, stage
@@ -61,7 +61,6 @@ def evaluator_fingerprint() -> str:
     for p in sorted([*pkg.glob("eval/*.py"), *pkg.glob("task/*.py"), *pkg.glob("task/templates/*")]):
         h.update(p.name.encode() + p.read_bytes())
     return h.hexdigest()[:12]
-_WARN_RULES = {"no-pristine-task"}
 
 
 @dataclass
@@ -90,12 +89,7 @@ def _scratch() -> tempfile.TemporaryDirectory[str]:
 def run_workspace(workdir: Path, task: Task | None, cfg: EvalConfig) -> EvalResult:
     with _scratch() as tmp:
         staged = stage(workdir, Path(tmp) / "ws", task)
-        findings = [
-            Finding(rule, msg, Severity.WARN if rule in _WARN_RULES else Severity.REJECT, file)
-            for rule, file, msg in staged.findings
-        ]
-        findings += static_findings(staged.sources, staged.task.precision)
-        cand = Candidate(staged.task, staged.root, staged.candidate_hash, "workspace", findings)
+        cand = Candidate(staged.task, staged.root, staged.candidate_hash, "workspace", workspace_findings(staged))
         return evaluate(cand, cfg, Path(tmp))
 
 
