@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import FIXTURES
 
-from cuda_agent.eval import pipeline
+from cuda_agent.eval import pipeline, static_gate
 from cuda_agent.eval.api import evaluate_workspace
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.result import Severity, Status
@@ -48,7 +48,9 @@ def cpu_cfg(**kw) -> EvalConfig:
 
 @pytest.fixture
 def no_static_gate(monkeypatch):
+    # both entry points: workspaces go through static_gate.workspace_findings
     monkeypatch.setattr(pipeline, "static_findings", lambda *a, **k: [])
+    monkeypatch.setattr(static_gate, "static_findings", lambda *a, **k: [])
 
 
 # ---- unit level: fast -------------------------------------------------------
