@@ -46,7 +46,7 @@ from cuda_agent.eval.compare import compare_outputs
 from cuda_agent.eval.result import CheckRecord
 from cuda_agent.eval.runtime_checks import OpLog, new_threads, thread_ids
 from cuda_agent.eval.tensorfile import TensorFileError, dtype_name, load_tensors, save_tensors
-from cuda_agent.eval.timing import derive_seed, time_calls
+from cuda_agent.eval.timing import derive_seed, make_clock, time_calls
 
 
 class State:
@@ -289,22 +289,8 @@ def cmd_bandwidth(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     nbytes = int(msg.get("nbytes", 1 << 30))
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=st.device)
     dst = torch.empty_like(src)
-    best = float("inf")
-    for _ in range(int(msg.get("repeats", 5))):
-        if st.device.type == "cuda":
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            dst.copy_(src)
-            b.record()
-            torch.cuda.synchronize()
-            secs = a.elapsed_time(b) / 1e3
-        else:
-            import time
-
-            t0 = time.perf_counter()
-            dst.copy_(src)
-            secs = time.perf_counter() - t0
-        best = min(best, secs)
+    clock = make_clock("cuda" if st.device.type == "cuda" else "host")
+    best = min(clock.measure(dst.copy_, [src])[1] for _ in range(int(msg.get("repeats", 5)))) / 1e3
     return {"bytes_per_s": 2 * src.numel() * 4 / best if best > 0 else None}
 
 

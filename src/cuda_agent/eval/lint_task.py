@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.eval.procs import Child, ChildFailure, scrubbed_env
+from cuda_agent.eval.pipeline import child_env
+from cuda_agent.eval.procs import Child, ChildFailure
 from cuda_agent.task.taskfile import Task
 
 
@@ -46,7 +47,9 @@ def lint_task(task: Task, *, device: str = "cuda", n_seeds: int = 5, timeout: fl
     with tempfile.TemporaryDirectory(prefix="cuda-agent-lint-") as tmp:
         root = Path(tmp)
         (root / "model.py").write_text(task.source)
-        child = Child("reference", cwd=root, env=scrubbed_env({"TMPDIR": tmp}), log_path=root / "reference.log")
+        # the evaluator's child environment, so the reference computes what it computes there
+        env = {**child_env(task.precision), "TMPDIR": tmp}
+        child = Child("reference", cwd=root, env=env, log_path=root / "reference.log")
         try:
             steps: list[dict[str, Any]] = [
                 {"cmd": "setup", "task_path": str(root / "model.py"), "init_seed": secrets.randbits(62),

@@ -148,7 +148,7 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
         if gpu is not None and not (cfg.phase == "compile" and cand.kind == "workspace"):
             # Start both children now: their torch import and CUDA start-up (seconds)
             # overlap the build instead of following it.
-            env = _child_env(cand.task.precision)
+            env = child_env(cand.task.precision)
             box, res.defences["sandbox"] = sandbox_mod.for_config(cfg)
             for role in ("reference", "candidate"):
                 (tmp / f"io_{role}").mkdir()
@@ -185,7 +185,8 @@ def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalR
     return b.so_path
 
 
-def _child_env(precision: str) -> dict[str, str]:
+def child_env(precision: str) -> dict[str, str]:
+    """The environment of every evaluation child (also lint-task's reference)."""
     root = cache_root()
     extra = {
         "TORCH_EXTENSIONS_DIR": str(root / "torch_extensions"),

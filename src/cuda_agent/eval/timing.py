@@ -155,6 +155,11 @@ class _HostClock:
         return out, ms, ms
 
 
+def make_clock(kind: str, *, sync_before_end: bool = False) -> _EventClock | _HostClock:
+    """"cuda": events (L2 flushed and device synced before each call); "host": the host clock."""
+    return _EventClock(sync_before_end) if kind == "cuda" else _HostClock()
+
+
 def time_calls(
     fn: Callable[..., Any],
     input_sets: Sequence[Sequence[Any]],
@@ -171,7 +176,7 @@ def time_calls(
     clock: str = "cuda",
 ) -> tuple[dict[str, Any], list[Any]]:
     """`clock="host"` runs the same protocol with the host clock (CPU lane only)."""
-    timer: _EventClock | _HostClock = _EventClock(sync_before_end) if clock == "cuda" else _HostClock()
+    timer = make_clock(clock, sync_before_end=sync_before_end)
     k = len(input_sets)
     last: list[Any] = [None] * k
     with torch.no_grad():
