@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from cuda_agent.eval.api import evaluate_workspace  # noqa: E402
 from cuda_agent.eval.config import EvalConfig  # noqa: E402
 from cuda_agent.task import Task  # noqa: E402
-from cuda_agent.task.workspace import cache_root, init_workspace  # noqa: E402
+from cuda_agent.task.workspace import cache_root, copy_solution, init_workspace  # noqa: E402
 
 
 def timed(fn):
@@ -56,8 +55,7 @@ def main() -> int:
     rows = []
     for i, ex in enumerate(examples):
         ws = init_workspace(Task.from_file(ex / "task.py"), work / ex.name)
-        shutil.copy(ex / "solution" / "model_new.py", ws / "model_new.py")
-        shutil.copytree(ex / "solution" / "kernels", ws / "kernels", dirs_exist_ok=True)
+        copy_solution(ex / "solution", ws)
         warm, warm_s = timed(lambda ws=ws: evaluate_workspace(ws, config=EvalConfig()))
         cu = sorted((ws / "kernels").glob("*.cu"))[0]
         edit_s, rebuilt, phases = [], [], {}

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from cuda_agent.eval.api import evaluate_single_file, evaluate_workspace  # noqa
 from cuda_agent.eval.config import EvalConfig  # noqa: E402
 from cuda_agent.eval.result import EvalResult  # noqa: E402
 from cuda_agent.task import Task  # noqa: E402
-from cuda_agent.task.workspace import init_workspace  # noqa: E402
+from cuda_agent.task.workspace import copy_solution, init_workspace  # noqa: E402
 
 FAULTS = {  # fixture -> expected status
     "compile_error": "compile_error",
@@ -44,8 +43,7 @@ FAULTS = {  # fixture -> expected status
 
 def workspace(task: Path, solution: Path, dest: Path) -> Path:
     ws = init_workspace(Task.from_file(task), dest, force=True)
-    shutil.copy(solution / "model_new.py", ws / "model_new.py")
-    shutil.copytree(solution / "kernels", ws / "kernels", dirs_exist_ok=True)
+    copy_solution(solution, ws)
     return ws
 
 
@@ -60,9 +58,7 @@ def redteam_case(case: Path, dest: Path) -> EvalResult:
     if (case / "solution.py").is_file():
         return evaluate_single_file(Task.from_file(task_path), case / "solution.py", config=cfg)
     ws = init_workspace(Task.from_file(task_path), dest, force=True)
-    shutil.copy(case / "model_new.py", ws / "model_new.py")
-    if (case / "kernels").is_dir():
-        shutil.copytree(case / "kernels", ws / "kernels", dirs_exist_ok=True)
+    copy_solution(case, ws)
     return evaluate_workspace(ws, config=cfg)
 
 

@@ -5,7 +5,6 @@ between tests while slow C++ builds are still shared."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -48,7 +47,3 @@ def cache_env(shared_cache, tmp_path, monkeypatch) -> Path:
     return private
 
 
-def copy_solution(src: Path, dest: Path) -> None:
-    shutil.copy(src / "model_new.py", dest / "model_new.py")
-    if (src / "kernels").is_dir():
-        shutil.copytree(src / "kernels", dest / "kernels", dirs_exist_ok=True)

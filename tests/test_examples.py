@@ -8,11 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, copy_solution
+from conftest import ROOT
 
 from cuda_agent.eval.build import build, toolchain
 from cuda_agent.task import Task
-from cuda_agent.task.workspace import init_workspace
+from cuda_agent.task.workspace import copy_solution, init_workspace
 
 EXAMPLES = sorted(p for p in (ROOT / "examples").iterdir() if (p / "task.py").is_file())
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import shutil
 import textwrap
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from cuda_agent.eval.static_checks import (
     rules_markdown,
 )
 from cuda_agent.task.taskfile import Task
-from cuda_agent.task.workspace import init_workspace, read_agent_sources
+from cuda_agent.task.workspace import copy_solution, init_workspace, read_agent_sources
 
 REPO = Path(__file__).resolve().parents[1]
 REDTEAM = Path(__file__).resolve().parent / "redteam"
@@ -414,8 +413,7 @@ def workspace(tmp_path, monkeypatch):
     def make(src_dir: Path, task: str = "elementwise_relu") -> Path:
         ws = tmp_path / f"ws-{src_dir.name}"
         init_workspace(Task.from_file(REDTEAM / "tasks" / f"{task}.py"), ws)
-        shutil.copy(src_dir / "model_new.py", ws / "model_new.py")
-        shutil.copytree(src_dir / "kernels", ws / "kernels", dirs_exist_ok=True)
+        copy_solution(src_dir, ws)
         return ws
 
     return make

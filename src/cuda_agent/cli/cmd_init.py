@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shutil
-from pathlib import Path
-
-from cuda_agent.cli.main import UsageError
 
 HELP = "create a workspace for a KernelBench-format task (model.py, model_new.py, kernels/, tools/, SKILL.md)"
 
@@ -20,17 +16,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cuda_agent.task.taskfile import Task
-    from cuda_agent.task.workspace import init_workspace
+    from cuda_agent.task.workspace import copy_solution, init_workspace
 
     task = Task.from_file(args.task)
     d = init_workspace(task, args.output, force=args.force)
     if args.solution:
-        src = Path(args.solution)
-        if not (src / "model_new.py").is_file():
-            raise UsageError(f"{src} is not a solution folder (no model_new.py)")
-        shutil.copy(src / "model_new.py", d / "model_new.py")
-        if (src / "kernels").is_dir():
-            shutil.copytree(src / "kernels", d / "kernels", dirs_exist_ok=True)
+        copy_solution(args.solution, d)
     print(f"workspace for task '{task.name}' ({task.hash}) at {d}")
     print(f"next: edit {d}/model_new.py and {d}/kernels/, then run {d}/tools/compile, tools/verify, tools/profile")
     return 0

@@ -82,6 +82,16 @@ def _read_only(p: Path) -> None:
     p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
+def copy_solution(src: str | Path, workspace: str | Path) -> None:
+    """Copy a solution folder's agent files (model_new.py, kernels/) into a workspace."""
+    s, w = Path(src), Path(workspace)
+    if not (s / "model_new.py").is_file():
+        raise TaskError(f"{s} is not a solution folder (no model_new.py)")
+    shutil.copy(s / "model_new.py", w / "model_new.py")
+    if (s / "kernels").is_dir():
+        shutil.copytree(s / "kernels", w / "kernels", dirs_exist_ok=True)
+
+
 def init_workspace(task: Task, dest: str | Path, force: bool = False) -> Path:
     d = Path(dest)
     if d.exists() and any(d.iterdir()) and not force:
