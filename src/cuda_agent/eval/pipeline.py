@@ -133,7 +133,7 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
 def _finish(res: EvalResult, status: Status, message: str, log: str = "") -> _Stop:
     res.status, res.message, res.log = status, message, log or res.log
     res.correct = False
-    res.reward = -1 if status not in (Status.NO_GPU,) else None
+    res.reward = -1  # every early end through _finish is a failure; no_gpu ends through _Stop
     return _Stop(res)
 
 
