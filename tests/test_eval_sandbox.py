@@ -19,20 +19,39 @@ from cuda_agent.eval import sandbox
 from cuda_agent.eval.api import evaluate_workspace
 from cuda_agent.eval.result import Status
 
-needs_sandbox = pytest.mark.skipif(sandbox.probe("cpu") is not None, reason=f"sandbox unavailable: {sandbox.probe('cpu')}")
+needs_sandbox = pytest.mark.skipif(sandbox.probe("cpu")[0] != (), reason=f"full sandbox unavailable: {sandbox.probe('cpu')}")
 
 
 @needs_sandbox
-def test_wrapped_process_has_no_network_and_the_limits():
+def test_wrapped_process_has_no_network_and_the_limits(tmp_path):
     box = sandbox.Sandbox(max_file_bytes=1 << 20, max_procs=128)
-    code = ("import socket,resource;s=socket.socket();s.settimeout(2)\n"
+    rw, ro = tmp_path / "rw", tmp_path / "ro"
+    rw.mkdir()
+    ro.mkdir()
+    code = ("import socket,resource,sys;s=socket.socket();s.settimeout(2)\n"
             "try:\n s.connect(('127.0.0.1', 9)); print('connected')\nexcept OSError as e: print('refused', e.errno)\n"
-            "print(resource.getrlimit(resource.RLIMIT_FSIZE)[0], resource.getrlimit(resource.RLIMIT_CORE)[0])")
-    p = subprocess.run(box.wrap([sys.executable, "-c", code]), capture_output=True, text=True, timeout=60)
+            "print(resource.getrlimit(resource.RLIMIT_FSIZE)[0], resource.getrlimit(resource.RLIMIT_CORE)[0])\n"
+            "for d in sys.argv[1:]:\n"
+            " try: open(d + '/f', 'w').write('x'); print('wrote')\n"
+            " except OSError as e: print('refused', e.errno)\n")
+    p = subprocess.run(box.wrap([sys.executable, "-c", code, str(rw), str(ro)], writable=[rw]),
+                       capture_output=True, text=True, timeout=60)
     lines = p.stdout.split("\n")
     assert p.returncode == 0, p.stderr
     assert lines[0].startswith("refused") and "101" in lines[0]  # ENETUNREACH: loopback is down
     assert lines[1] == f"{1 << 20} 0"
+    assert lines[2:4] == ["wrote", "refused 30"]  # EROFS outside the writable dir
+    assert (rw / "f").read_text() == "x" and not (ro / "f").exists()
+
+
+def test_a_profile_drops_only_the_layers_it_names(monkeypatch):
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: f"/usr/bin/{name}")
+    full = sandbox.Sandbox(1 << 20, 64).wrap(["prog"], writable=["/w"])
+    assert "--mount" in full and "--net" in full and "--pid" in full and "--rw" in full and full[-1] == "prog"
+    weaker = sandbox.Sandbox(1 << 20, 64, ("net",)).wrap(["prog"], writable=["/w"])
+    assert "--net" not in weaker and "--mount" in weaker and "--pid" in weaker
+    nolock = sandbox.Sandbox(1 << 20, 64, ("fs_lock",)).wrap(["prog"])
+    assert "--mount" not in nolock and str(sandbox.FS_LOCK) not in nolock
 
 
 def _listener() -> socket.socket:
@@ -92,8 +111,23 @@ def test_fork_bomb_is_contained_and_every_process_dies_with_the_evaluation(tmp_p
 @pytest.mark.slow
 @needs_sandbox
 def test_large_file_write_is_stopped(tmp_path, cache_env, no_static_gate):  # noqa: F811
-    target = tmp_path / "big.bin"
-    ws = hostile_ws(tmp_path, "big_file", defines={"HOSTILE_FILE": f'"{target}"'})
+    # written into the child's private TMPDIR, the one place it may write
+    ws = hostile_ws(tmp_path, "big_file")
     r = evaluate_workspace(ws, config=cpu_cfg(sandbox_max_file_bytes=16 << 20), phase="verify")
     assert r.status is Status.OK, (r.message, r.log[-1500:])  # the write failed with EFBIG; the binding went on
-    assert target.stat().st_size <= 16 << 20
+    big = evaluate_workspace(ws, config=cpu_cfg(sandbox_max_file_bytes=512 << 20), phase="verify")
+    assert big.status is Status.RUNTIME_ERROR and "wrote 256 MiB" in big.message  # the binding can tell
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_write_outside_the_writable_dirs_fails_inside_and_succeeds_outside(tmp_path, cache_env, no_static_gate):  # noqa: F811
+    target = tmp_path / "outside" / "planted.txt"
+    target.parent.mkdir()
+    ws = hostile_ws(tmp_path, "write_outside", defines={"HOSTILE_FILE": f'"{target}"'})
+    inside = evaluate_workspace(ws, config=cpu_cfg(), phase="verify")
+    assert inside.status is Status.OK and inside.correct, (inside.message, inside.log[-1500:])
+    assert inside.defences["sandbox"] == "on" and not target.exists()
+    outside = evaluate_workspace(ws, config=cpu_cfg(sandbox="off"), phase="verify")
+    assert outside.status is Status.RUNTIME_ERROR and "wrote outside the workspace" in outside.message
+    assert target.exists()

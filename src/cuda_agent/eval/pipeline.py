@@ -30,7 +30,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -151,11 +151,18 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
             env = child_env(cand.task.precision)
             box, res.defences["sandbox"] = sandbox_mod.for_config(cfg)
             for role in ("reference", "candidate"):
-                (tmp / f"io_{role}").mkdir()
-                (tmp / f"tmp_{role}").mkdir()
-                children[role] = Child(role, cwd=cand.root, env={**env, "TMPDIR": str(tmp / f"tmp_{role}")},
+                rw = [tmp / f"io_{role}", tmp / f"tmp_{role}"]  # all the candidate may write (fs_lock)
+                for d in rw:
+                    d.mkdir()
+                role_env = {**env, "TMPDIR": str(rw[1])}
+                if role == "candidate":  # private caches: its file system is read-only elsewhere, and
+                    # load_inline builds in no shared dir that a candidate could poison for the next one
+                    for var, sub in (("TORCH_EXTENSIONS_DIR", "torch_extensions"),
+                                     ("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
+                        role_env[var] = str(rw[1] / sub)
+                children[role] = Child(role, cwd=cand.root, env=role_env,
                                        log_path=tmp / f"{role}.log", warm_cuda=cfg.device == "cuda",
-                                       wrap=box.wrap if box is not None and role == "candidate" else None,
+                                       wrap=partial(box.wrap, writable=rw) if box is not None and role == "candidate" else None,
                                        child_args=("--warm-oplog",) if cfg.runtime_guards and role == "candidate" else ())
                 stack.callback(children[role].close)
         so_path = _build(cand, cfg, gpu, res)

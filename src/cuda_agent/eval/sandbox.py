@@ -1,8 +1,9 @@
 """Sandbox for the candidate child: namespaces and resource limits around one process tree.
 
-Contract: `for_config(cfg)` returns a `Sandbox` (or None with the reason) and
-`Sandbox.wrap(argv)` prefixes a command so that it runs as
-`prlimit --fsize --nproc --core=0 -- unshare --user --map-root-user --net --pid --fork --kill-child ARGV`:
+Contract: `for_config(cfg)` returns a `Sandbox` (or None) and a word for the
+record, and `Sandbox.wrap(argv, writable=DIRS)` prefixes a command so that it runs as
+`prlimit --fsize --nproc --core=0 -- unshare --user --map-root-user --mount --net --pid --fork --kill-child
+python -I fs_lock.py --rw DIR... -- ARGV`:
 - network: a new, empty network namespace (only a loopback device, and it is
   down): no connection to anything, 127.0.0.1 included;
 - processes: a new pid namespace whose init is the child; when the parent kills
@@ -11,22 +12,25 @@ Contract: `for_config(cfg)` returns a `Sandbox` (or None with the reason) and
   process group. RLIMIT_NPROC bounds a fork bomb for non-root users (the
   kernel does not enforce it for uid 0, where the pid-namespace kill at the end
   of the budget is the only bound);
-- files: RLIMIT_FSIZE bounds every file the tree writes (a write past it fails
-  with EFBIG, or SIGXFSZ kills a process that does not ignore it); core dumps
-  are off (RLIMIT_CORE 0). The pipeline also gives the child a private TMPDIR
-  and a scrubbed environment (`procs.scrubbed_env`: no secrets, no seed).
+- files: in a private mount namespace every mount is read-only except the
+  directories the caller names (`fs_lock`); RLIMIT_FSIZE bounds every file the
+  tree writes (a write past it fails with EFBIG, or SIGXFSZ kills a process
+  that does not ignore it); core dumps are off (RLIMIT_CORE 0). The pipeline
+  gives the child a private TMPDIR and a scrubbed environment
+  (`procs.scrubbed_env`: no secrets, no seed).
 - `probe(device)` runs a tiny program in the same wrapping (and, for CUDA,
-  initialises the driver there) once per parent process; `EvalConfig.sandbox`
-  = "auto" uses the sandbox only when the probe succeeds, "off" never.
+  initialises the driver there) once per parent process. When the full
+  sandbox fails there it tries weaker profiles, dropping one layer at a time
+  (fs lock, then network, then pid namespace), and uses the strongest that
+  works; the record then names the missing layer and the reason
+  ("on without net: ..."). `EvalConfig.sandbox` = "auto" uses it when some
+  profile works, "off" never.
 
-Not isolated: the file system (the child runs with the parent's uid mapped to
-root inside the user namespace, so it can read and write whatever the parent
-can: the workspace copy, the caches, other files of that user), the GPU (shared
-with nothing else by design, but not partitioned), CPU time (bounded only by the
-wall-clock budgets) and memory (no RLIMIT_AS: CUDA reserves huge virtual
-ranges). A write outside the workspace is therefore not prevented, only
-bounded in size; the evaluation reads nothing the candidate could write
-except its output file, which is validated.
+Not isolated: reads (the child runs with the parent's uid mapped to root
+inside the user namespace, so it can read whatever the parent can), the GPU
+(shared with nothing else by design, but not partitioned), CPU time (bounded
+only by the wall-clock budgets) and memory (no RLIMIT_AS: CUDA reserves huge
+virtual ranges).
 """
 
 from __future__ import annotations
@@ -35,17 +39,24 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import combinations
+from pathlib import Path
 from typing import Any
 
-UNSHARE_ARGS = ("--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child")
+LAYERS = ("fs_lock", "net", "pid")  # what a profile may drop, weakest loss first
+FS_LOCK = Path(__file__).with_name("fs_lock.py")
 
 _PROBE_CUDA = (
     "import ctypes,sys\n"
     "lib=ctypes.CDLL('libcuda.so.1')\n"
     "n=ctypes.c_int(0)\n"
-    "sys.exit(0 if lib.cuInit(0)==0 and lib.cuDeviceGetCount(ctypes.byref(n))==0 and n.value>0 else 3)\n"
+    "r=lib.cuInit(0)\n"
+    "c=lib.cuDeviceGetCount(ctypes.byref(n)) if r==0 else -1\n"
+    "r==0 and c==0 and n.value>0 or sys.exit(f'cuInit returned {r}, cuDeviceGetCount {c}, {n.value} devices')\n"
 )
 
 
@@ -53,14 +64,25 @@ _PROBE_CUDA = (
 class Sandbox:
     max_file_bytes: int
     max_procs: int
+    without: tuple[str, ...] = ()  # layers of LAYERS this profile drops
 
-    def wrap(self, argv: list[str]) -> list[str]:
+    def wrap(self, argv: list[str], writable: Sequence[str | os.PathLike[str]] = ()) -> list[str]:
         prlimit, unshare = shutil.which("prlimit"), shutil.which("unshare")
         if not prlimit or not unshare:
             raise RuntimeError("prlimit/unshare disappeared after the sandbox probe")
         nproc = self.max_procs + (_user_task_count() if os.getuid() != 0 else 0)
+        ns = ["--user", "--map-root-user"]
+        ns += [] if "fs_lock" in self.without else ["--mount"]
+        ns += [] if "net" in self.without else ["--net"]
+        ns += [] if "pid" in self.without else ["--pid", "--fork", "--kill-child"]
+        lock: list[str] = []
+        if "fs_lock" not in self.without:
+            lock = [sys.executable, "-I", str(FS_LOCK)]
+            for d in writable:
+                lock += ["--rw", os.fspath(d)]
+            lock.append("--")
         return [prlimit, f"--fsize={self.max_file_bytes}", f"--nproc={nproc}", "--core=0", "--",
-                unshare, *UNSHARE_ARGS, *argv]
+                unshare, *ns, *lock, *argv]
 
 
 def _user_task_count() -> int:
@@ -79,30 +101,46 @@ def _user_task_count() -> int:
     return n
 
 
-@lru_cache(maxsize=4)
-def probe(device: str) -> str | None:
-    """None when the sandbox works here (for CUDA: the driver starts inside it), else why not."""
-    if not sys.platform.startswith("linux"):
-        return "not Linux"
-    if not shutil.which("unshare") or not shutil.which("prlimit"):
-        return "unshare or prlimit (util-linux) not found"
+def _try(device: str, without: tuple[str, ...]) -> str | None:
+    """None when this profile runs a program (for CUDA: starts the driver), else why not."""
     code = _PROBE_CUDA if device == "cuda" else "pass"
-    argv = Sandbox(1 << 30, 4096).wrap([sys.executable, "-c", code])
-    try:
-        p = subprocess.run(argv, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"probe failed: {e}"
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-probe-") as rw:
+        code += f"\nopen({str(Path(rw) / 'w')!r}, 'w').write('ok')"  # the writable dir really is
+        argv = Sandbox(1 << 30, 4096, without).wrap([sys.executable, "-c", code], writable=[rw])
+        try:
+            p = subprocess.run(argv, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"{e}"
     if p.returncode != 0:
         err = p.stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {p.returncode}"]
-        return f"probe failed: {err[0][:200]}"
+        return err[0][:200]
     return None
 
 
+@lru_cache(maxsize=4)
+def probe(device: str) -> tuple[tuple[str, ...] | None, str]:
+    """(layers to drop, note): the strongest profile that works here; (None, reason) when none does."""
+    if not sys.platform.startswith("linux"):
+        return None, "not Linux"
+    if not shutil.which("unshare") or not shutil.which("prlimit"):
+        return None, "unshare or prlimit (util-linux) not found"
+    first = _try(device, ())
+    if first is None:
+        return (), ""
+    for n in (1, 2):
+        for without in combinations(LAYERS, n):
+            if _try(device, without) is None:
+                return without, f"full profile failed: {first}"
+    return None, f"probe failed: {first}"
+
+
 def for_config(cfg: Any) -> tuple[Sandbox | None, str]:
-    """The sandbox for this evaluation, and a word for the record ("on", "off", "unavailable: ...")."""
+    """The sandbox for this evaluation, and a word for the record: "on", "on without net: why",
+    "off", "unavailable: why"."""
     if getattr(cfg, "sandbox", "auto") == "off":
         return None, "off"
-    why = probe(cfg.device)
-    if why is not None:
-        return None, f"unavailable: {why}"
-    return Sandbox(cfg.sandbox_max_file_bytes, cfg.sandbox_max_procs), "on"
+    without, note = probe(cfg.device)
+    if without is None:
+        return None, f"unavailable: {note}"
+    word = "on" if not without else f"on without {'+'.join(without)} ({note})"
+    return Sandbox(cfg.sandbox_max_file_bytes, cfg.sandbox_max_procs, without), word

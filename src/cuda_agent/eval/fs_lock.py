@@ -1,0 +1,87 @@
+"""Make the whole file system read-only except a few directories, then exec a command.
+
+Contract: `python -I fs_lock.py --rw DIR [--rw DIR ...] -- ARGV...` must run
+inside a fresh mount namespace of a user namespace (the sandbox's
+`unshare --user --map-root-user --mount`). It bind-mounts every DIR onto
+itself, marks every mount of the tree read-only with one recursive
+`mount_setattr(2)` (Linux >= 5.12), clears read-only again on the DIRs, then
+execs ARGV. Writes anywhere else fail with EROFS; device nodes (/dev/null,
+/dev/nvidia*) stay usable because a read-only mount does not stop writes to
+devices. The changes live only in the private mount namespace (unshare makes
+its propagation private), so the parent's view is untouched.
+
+Not guaranteed: reads are not restricted (the candidate can read what the
+parent's uid can); a kernel without mount_setattr makes this script exit 126
+with the reason, and the sandbox probe then reports the sandbox unavailable.
+
+Standard library only: it runs before the child imports anything else.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+_SYS_MOUNT_SETATTR = {"x86_64": 442, "aarch64": 442}
+_AT_FDCWD = -100
+_AT_RECURSIVE = 0x8000
+_MOUNT_ATTR_RDONLY = 0x1
+_MS_BIND, _MS_REC = 4096, 16384
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _fail(what: str) -> None:
+    err = ctypes.get_errno()
+    raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _set_attr(libc: ctypes.CDLL, path: str, *, set_: int = 0, clr: int = 0) -> None:
+    nr = _SYS_MOUNT_SETATTR.get(os.uname().machine)
+    if nr is None:
+        raise OSError(38, f"mount_setattr number unknown on {os.uname().machine}")
+    attr = _MountAttr(set_, clr, 0, 0)
+    if libc.syscall(nr, _AT_FDCWD, path.encode(), _AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
+        _fail(f"mount_setattr {path}")
+
+
+def lock(writable: list[str]) -> None:
+    libc = _libc()
+    dirs = [os.path.realpath(d) for d in writable]
+    for d in dirs:  # each writable dir becomes its own mount, so its flags can differ from its parent's
+        if libc.mount(d.encode(), d.encode(), None, _MS_BIND | _MS_REC, None) != 0:
+            _fail(f"bind {d}")
+    _set_attr(libc, "/", set_=_MOUNT_ATTR_RDONLY)
+    for d in dirs:  # we set read-only ourselves, so it is not locked and can be cleared
+        _set_attr(libc, d, clr=_MOUNT_ATTR_RDONLY)
+
+
+def main(argv: list[str]) -> int:
+    if "--" not in argv:
+        print("usage: fs_lock.py --rw DIR ... -- ARGV...", file=sys.stderr)
+        return 2
+    cut = argv.index("--")
+    opts, cmd = argv[:cut], argv[cut + 1:]
+    writable = [opts[i + 1] for i, a in enumerate(opts) if a == "--rw" and i + 1 < len(opts)]
+    if not cmd:
+        print("fs_lock: no command", file=sys.stderr)
+        return 2
+    try:
+        lock(writable)
+    except OSError as e:
+        print(f"fs_lock: {e}", file=sys.stderr)
+        return 126
+    os.execvp(cmd[0], cmd)
+    return 127  # not reached
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
