@@ -2,7 +2,11 @@
 
 Runs (1) every bundled example's solution through the full evaluator and
 expects reward 3; (2) the faulty fixtures (compile error, wrong, illegal
-address, hang) and expects their statuses, each followed by a good
+address, hang) and the hostile ones of tests/fixtures/faulty/hostile_gpu
+(segfault, a compile that never ends, gigabytes of output, a fork bomb, a
+network connection, a write outside the workspace; run with the static gate
+off, so that the sandbox and the process handling contain them on their own)
+and expects their statuses, each followed by a good
 evaluation in the same run to show the fault was contained; (3) the red-team
 corpus (tests/redteam): every hack must be rejected or get reward -1, every
 honest control must be accepted (status ok, reward >= 1), with the static gate
@@ -10,14 +14,21 @@ on, as in production; (4) pytest's `gpu`-marked tests. Writes every result as
 JSON under $OUT (or ./out) and prints a short table last, with the counts of
 hacks rejected, controls accepted and faults contained. Exit 1 if any expectation failed.
 
-Usage: PYTHONPATH=src python3 scripts/gpu_check.py [--only NAME ...] [--skip-faults] [--skip-redteam] [--skip-pytest]
+Order: faults, red-team, examples, pytest (what was never run on a GPU first).
+Hacks run --jobs at a time (their timing does not matter); controls and
+examples one at a time.
+
+Usage: PYTHONPATH=src python3 scripts/gpu_check.py [--only NAME ...] [--skip-faults] [--skip-redteam] [--skip-examples] [--skip-pytest] [--jobs N]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from cuda_agent.eval import pipeline, static_gate  # noqa: E402
 from cuda_agent.eval.api import evaluate_single_file, evaluate_workspace  # noqa: E402
 from cuda_agent.eval.config import EvalConfig  # noqa: E402
 from cuda_agent.eval.result import EvalResult  # noqa: E402
@@ -39,6 +51,92 @@ FAULTS = {  # fixture -> expected status
     "illegal_address": "runtime_error",
     "hang": "timeout",
 }
+
+
+HOSTILE_DIR = ROOT / "tests" / "fixtures" / "faulty" / "hostile_gpu"
+# fault -> (expected statuses, what else must hold); the static gate is off for these
+HOSTILE = {
+    "segfault": ({"runtime_error"}, "SIGSEGV in the message"),
+    "endless_compile": ({"timeout"}, "the compile budget stops nvcc"),
+    "huge_output": ({"runtime_error"}, "RLIMIT_FSIZE stops the log at 1 GiB"),
+    "fork_bomb": ({"runtime_error", "ok"}, "no forked child outlives the evaluation"),
+    "net_connect": ({"ok"}, "the connection fails inside; the listener saw nothing"),
+    "write_outside": ({"ok"}, "the file outside the workspace was not created"),
+}
+
+
+@contextlib.contextmanager
+def static_gate_off():
+    saved = pipeline.static_findings, static_gate.static_findings
+    pipeline.static_findings = static_gate.static_findings = lambda *a, **k: []
+    try:
+        yield
+    finally:
+        pipeline.static_findings, static_gate.static_findings = saved
+
+
+def bomb_children() -> list[int]:
+    pids = []
+    for pid in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            if pid.isdigit() and Path(f"/proc/{pid}/comm").read_text().strip() == "cabombchild":
+                pids.append(int(pid))
+    return pids
+
+
+def hostile_ws(fault: str, dest: Path, outside: Path, port: int) -> Path:
+    good = ROOT / "examples" / "diag_matmul"
+    ws = workspace(good / "task.py", good / "solution", dest)
+    if fault == "endless_compile":
+        shutil.copy(HOSTILE_DIR / "endless.cu", ws / "kernels" / "endless.cu")
+        return ws
+    text = (HOSTILE_DIR / "hostile_binding.cpp").read_text()
+    text = text.replace("#define HOSTILE_PORT 9", f"#define HOSTILE_PORT {port}")
+    text = text.replace('#define HOSTILE_FILE "/tmp/cuda-agent-hostile-gpu"', f'#define HOSTILE_FILE "{outside}"')
+    (ws / "kernels" / "hostile_binding.cpp").write_text(text)
+    model = ws / "model_new.py"
+    model.write_text(model.read_text().replace("cuda_extension.diag_scale_rows(", f"cuda_extension.{fault}("))
+    return ws
+
+
+def hostile_case(fault: str, work: Path) -> tuple[EvalResult, bool, str]:
+    """Evaluate one hostile fault with the static gate off; (result, contained, note)."""
+    outside = work / f"outside_{fault}.txt"
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(0.5)
+    try:
+        ws = hostile_ws(fault, work / f"hostile_{fault}", outside, srv.getsockname()[1])
+        cfg = EvalConfig(correctness_timeout=60, load_timeout=120, reuse_results=False,
+                         compile_timeout=20 if fault == "endless_compile" else 120,
+                         sandbox_max_file_bytes=1 << 30)
+        with static_gate_off():
+            r = evaluate_workspace(ws, config=cfg)
+        try:
+            conn, _ = srv.accept()
+            conn.close()
+            connected = True
+        except OSError:
+            connected = False
+    finally:
+        srv.close()
+    statuses, what = HOSTILE[fault]
+    ok = r.status.value in statuses and r.reward == -1 or (r.status.value == "ok" and "ok" in statuses)
+    note = f"sandbox {r.defences.get('sandbox', '?')}"
+    if fault == "segfault":
+        ok = ok and "SIGSEGV" in r.message + r.log
+    elif fault == "fork_bomb":
+        deadline = time.monotonic() + 15
+        while bomb_children() and time.monotonic() < deadline:
+            time.sleep(0.3)
+        left = bomb_children()
+        ok, note = ok and not left, note + f"; {len(left)} forked children left"
+    elif fault == "net_connect":
+        ok, note = ok and not connected, note + f"; listener {'was reached' if connected else 'saw nothing'}"
+    elif fault == "write_outside":
+        ok, note = ok and not outside.exists(), note + f"; outside file {'exists' if outside.exists() else 'absent'}"
+    return r, ok, note
 
 
 def workspace(task: Path, solution: Path, dest: Path) -> Path:
@@ -62,6 +160,11 @@ def redteam_case(case: Path, dest: Path) -> EvalResult:
     return evaluate_workspace(ws, config=cfg)
 
 
+def _hack_worker(case: str, dest: str) -> dict:
+    """Runs in a spawned process: one hack's evaluation, as a dict."""
+    return redteam_case(Path(case), Path(dest)).to_dict()
+
+
 def row(name: str, r: EvalResult, expect: str, ok: bool, wall: float) -> dict:
     return {
         "name": name, "expect": expect, "ok": ok, "status": r.status.value, "reward": r.reward,
@@ -80,7 +183,9 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", help="example names to run")
     ap.add_argument("--skip-faults", action="store_true")
     ap.add_argument("--skip-redteam", action="store_true")
+    ap.add_argument("--skip-examples", action="store_true")
     ap.add_argument("--skip-pytest", action="store_true")
+    ap.add_argument("--jobs", type=int, default=6, help="hacks evaluated at once")
     a = ap.parse_args()
     out = Path(os.environ.get("OUT") or ROOT / "out")
     out.mkdir(parents=True, exist_ok=True)
@@ -88,26 +193,16 @@ def main() -> int:
     rows: list[dict] = []
     results: dict[str, dict] = {}
 
-    def record(name: str, r: EvalResult, expect: str, ok: bool, wall: float) -> None:
+    def record(name: str, r: EvalResult, expect: str, ok: bool, wall: float, note: str = "") -> None:
         rows.append(row(name, r, expect, ok, wall))
+        if note:
+            rows[-1]["note"] = note
         results[name] = r.to_dict()
         (out / "gpu_check.json").write_text(json.dumps({"rows": rows, "results": results}, indent=1))
-        print(f"[{'ok' if ok else 'FAIL'}] {name}: {r.status.value} reward={r.reward} {r.message[:200]}", flush=True)
+        print(f"[{'ok' if ok else 'FAIL'}] {name}: {r.status.value} reward={r.reward} {r.message[:200]}"
+              + (f" [{note}]" if note else ""), flush=True)
         if not ok and r.log:
             print(r.log[-2500:], flush=True)
-
-    examples = sorted(p for p in (ROOT / "examples").iterdir() if (p / "solution").is_dir())
-    if a.only:
-        examples = [p for p in examples if p.name in a.only]
-    for ex in examples:
-        t0 = time.monotonic()
-        r = evaluate_workspace(workspace(ex / "task.py", ex / "solution", work / ex.name), config=EvalConfig())
-        record(f"example/{ex.name}", r, "reward 3", r.reward == 3, time.monotonic() - t0)
-        inline = ex / "solution_inline.py"
-        if inline.is_file():  # the KernelBench single-file form (load_inline in the child)
-            t0 = time.monotonic()
-            r = evaluate_single_file(Task.from_file(ex / "task.py"), inline, config=EvalConfig())
-            record(f"inline/{ex.name}", r, "reward 3", r.reward == 3, time.monotonic() - t0)
 
     if not a.skip_faults:
         good = ROOT / "examples" / "diag_matmul"
@@ -119,6 +214,14 @@ def main() -> int:
             t0 = time.monotonic()
             r = evaluate_workspace(workspace(good / "task.py", fx, work / f"fault_{fault}"), config=cfg)
             record(f"fault/{fault}", r, expect, r.status.value == expect and r.reward == -1, time.monotonic() - t0)
+            t0 = time.monotonic()
+            r = evaluate_workspace(workspace(good / "task.py", good / "solution", work / f"after_{fault}"),
+                                   config=EvalConfig(reuse_results=False))
+            record(f"after/{fault}", r, "ok", r.status.value == "ok" and r.correct, time.monotonic() - t0)
+        for fault in HOSTILE:
+            t0 = time.monotonic()
+            r, ok, note = hostile_case(fault, work)
+            record(f"fault/{fault}", r, "/".join(sorted(HOSTILE[fault][0])), ok, time.monotonic() - t0, note)
             t0 = time.monotonic()
             r = evaluate_workspace(workspace(good / "task.py", good / "solution", work / f"after_{fault}"),
                                    config=EvalConfig(reuse_results=False))
@@ -135,23 +238,52 @@ def main() -> int:
         if x["name"].startswith("fault/"):
             count("faults contained", x["ok"] and next((y["ok"] for y in rows if y["name"] == "after/" + x["name"][6:]), False))
     if not a.skip_redteam:
-        for kind in ("hacks", "controls"):
-            for case in sorted(p for p in (REDTEAM / kind).iterdir() if (p / "EXPECT.json").is_file()):
-                t0 = time.monotonic()
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # controls first, one at a time: they are timed, and they fill each task's baseline cache
+        # before the hacks run side by side
+
+        for case in sorted(p for p in (REDTEAM / "controls").iterdir() if (p / "EXPECT.json").is_file()):
+            t0 = time.monotonic()
+            try:
+                r = redteam_case(case, work / f"rt_controls_{case.name}")
+            except Exception as e:  # noqa: BLE001
+                print(f"[FAIL] controls/{case.name}: harness raised {type(e).__name__}: {e}", flush=True)
+                count("controls accepted", False)
+                continue
+            ok = r.status.value == "ok" and (r.reward or 0) >= 1
+            record(f"control/{case.name}", r, "accepted", ok, time.monotonic() - t0)
+            count("controls accepted", ok)
+        hacks = sorted(p for p in (REDTEAM / "hacks").iterdir() if (p / "EXPECT.json").is_file())
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=max(1, a.jobs), mp_context=ctx) as ex:
+            t0 = time.monotonic()
+            futs = {case: ex.submit(_hack_worker, str(case), str(work / f"rt_hacks_{case.name}")) for case in hacks}
+            for case, fut in futs.items():
                 try:
-                    r = redteam_case(case, work / f"rt_{kind}_{case.name}")
+                    r = EvalResult.from_dict(fut.result())
                 except Exception as e:  # noqa: BLE001 - a harness bug is reported, the run goes on
-                    print(f"[FAIL] {kind}/{case.name}: harness raised {type(e).__name__}: {e}", flush=True)
-                    count(f"{kind} " + ("rejected" if kind == "hacks" else "accepted"), False)
+                    print(f"[FAIL] hacks/{case.name}: harness raised {type(e).__name__}: {e}", flush=True)
+                    count("hacks rejected", False)
                     continue
-                if kind == "hacks":
-                    ok = r.reward == -1 or r.status.value == "rejected"
-                    record(f"hack/{case.name}", r, "reward -1", ok, time.monotonic() - t0)
-                    count("hacks rejected", ok)
-                else:
-                    ok = r.status.value == "ok" and (r.reward or 0) >= 1
-                    record(f"control/{case.name}", r, "accepted", ok, time.monotonic() - t0)
-                    count("controls accepted", ok)
+                ok = r.reward == -1 or r.status.value == "rejected"
+                record(f"hack/{case.name}", r, "reward -1", ok, time.monotonic() - t0)
+                count("hacks rejected", ok)
+
+    if not a.skip_examples:
+        examples = sorted(p for p in (ROOT / "examples").iterdir() if (p / "solution").is_dir())
+        if a.only:
+            examples = [p for p in examples if p.name in a.only]
+        for ex in examples:
+            t0 = time.monotonic()
+            r = evaluate_workspace(workspace(ex / "task.py", ex / "solution", work / ex.name), config=EvalConfig())
+            record(f"example/{ex.name}", r, "reward 3", r.reward == 3, time.monotonic() - t0)
+            inline = ex / "solution_inline.py"
+            if inline.is_file():  # the KernelBench single-file form (load_inline in the child)
+                t0 = time.monotonic()
+                r = evaluate_single_file(Task.from_file(ex / "task.py"), inline, config=EvalConfig())
+                record(f"inline/{ex.name}", r, "reward 3", r.reward == 3, time.monotonic() - t0)
 
     pytest_rc = None
     if not a.skip_pytest:
@@ -166,10 +298,13 @@ def main() -> int:
     for x in rows:
         print(f"{x['name'][:28]:28} {x['expect']:14} {x['status']:14} {fmt(x['reward'], 'd'):>3} "
               f"{fmt(x['time_ms'], '.4g'):>9} {fmt(x['eager_ms'], '.4g'):>9} {fmt(x['compile_ms'], '.4g'):>9} "
-              f"{fmt(x['vs_eager'], '.2f'):>6} {fmt(x['vs_compile'], '.2f'):>6} {fmt(x['cv'], '.3f'):>6} {x['wall_s']:>7}  {'ok' if x['ok'] else 'FAIL'}")
+              f"{fmt(x['vs_eager'], '.2f'):>6} {fmt(x['vs_compile'], '.2f'):>6} {fmt(x['cv'], '.3f'):>6} {x['wall_s']:>7}  {'ok' if x['ok'] else 'FAIL'}"
+              + (f"  {x['note']}" if x.get("note") else ""))
     for kind, (n_ok, n) in counts.items():
         print(f"{kind}: {n_ok}/{n}")
     failed = [x["name"] for x in rows if not x["ok"]]
+    saved = json.loads((out / "gpu_check.json").read_text())["rows"] if rows else []
+    print(f"results on disk: {len(saved)}/{len(rows)} rows in {out / 'gpu_check.json'}")
     print(f"passed {len(rows) - len(failed)}/{len(rows)}" + (f"; pytest -m gpu exit {pytest_rc}" if pytest_rc is not None else ""))
     if failed:
         print("failed: " + ", ".join(failed))

@@ -17,3 +17,10 @@ unshare --user --map-root-user --mount --net --pid --fork --kill-child python3 -
 for p in ('/tmp/fsl_rw/x', '/tmp/outside'):
     try: open(p, 'w').write('x'); print('wrote', p)
     except OSError as e: print('blocked', p, e.errno)" 2>&1 | tr '\n' ' '; echo
+for flags in "--user --map-root-user --pid --fork --mount-proc" "--user --map-root-user --mount --net --pid --fork --kill-child --mount-proc"; do
+  printf '%-60s ' "unshare $flags:"; unshare $flags python3 -c "$code" 2>&1 | tail -1
+done
+for rw in /tmp/fsl_rw /dev/shm "/dev/shm --rw /tmp" "$HOME"; do
+  printf '%-60s ' "user+mount+fs_lock rw=$rw:"
+  unshare --user --map-root-user --mount python3 -I src/cuda_agent/eval/fs_lock.py --rw $rw -- python3 -c "$code" 2>&1 | tail -1
+done

@@ -129,7 +129,12 @@ class Child:
         try:
             if not self._log.closed:
                 self._log.flush()
-            return tail(self.log_path.read_text(errors="replace"))
+            # only the end: a candidate may have written gigabytes (bounded by the sandbox's RLIMIT_FSIZE)
+            with open(self.log_path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(0, size - 4 * LOG_TAIL_CHARS))
+                text = f.read().decode(errors="replace")
+            return tail(text if size <= 4 * LOG_TAIL_CHARS else "[...]" + text)
         except OSError:
             return ""
 

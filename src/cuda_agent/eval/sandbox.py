@@ -3,7 +3,7 @@
 Contract: `for_config(cfg)` returns a `Sandbox` (or None) and a word for the
 record, and `Sandbox.wrap(argv, writable=DIRS)` prefixes a command so that it runs as
 `prlimit --fsize --nproc --core=0 -- unshare --user --map-root-user --mount --net --pid --fork --kill-child
-python -I fs_lock.py --rw DIR... -- ARGV`:
+--mount-proc python -I fs_lock.py --rw DIR... -- ARGV`:
 - network: a new, empty network namespace (only a loopback device, and it is
   down): no connection to anything, 127.0.0.1 included;
 - processes: a new pid namespace whose init is the child; when the parent kills
@@ -74,7 +74,9 @@ class Sandbox:
         ns = ["--user", "--map-root-user"]
         ns += [] if "fs_lock" in self.without else ["--mount"]
         ns += [] if "net" in self.without else ["--net"]
-        ns += [] if "pid" in self.without else ["--pid", "--fork", "--kill-child"]
+        # --mount-proc: a /proc of the new pid namespace; with the parent's /proc the CUDA
+        # driver finds itself under the wrong pid and cuInit fails (304) - seen on the H200
+        ns += [] if "pid" in self.without else ["--pid", "--fork", "--kill-child", "--mount-proc"]
         lock: list[str] = []
         if "fs_lock" not in self.without:
             lock = [sys.executable, "-I", str(FS_LOCK)]
