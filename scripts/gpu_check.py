@@ -58,7 +58,7 @@ HOSTILE_DIR = ROOT / "tests" / "fixtures" / "faulty" / "hostile_gpu"
 HOSTILE = {
     "segfault": ({"runtime_error"}, "SIGSEGV in the message"),
     "endless_compile": ({"timeout"}, "the compile budget stops nvcc"),
-    "huge_output": ({"runtime_error"}, "RLIMIT_FSIZE stops the log at 1 GiB"),
+    "huge_output": ({"ok", "runtime_error"}, "RLIMIT_FSIZE stops the log at 1 GiB (EFBIG, or SIGXFSZ)"),
     "fork_bomb": ({"runtime_error", "ok"}, "no forked child outlives the evaluation"),
     "net_connect": ({"ok"}, "the connection fails inside; the listener saw nothing"),
     "write_outside": ({"ok"}, "the file outside the workspace was not created"),
@@ -186,6 +186,8 @@ def main() -> int:
     ap.add_argument("--skip-examples", action="store_true")
     ap.add_argument("--skip-pytest", action="store_true")
     ap.add_argument("--jobs", type=int, default=6, help="hacks evaluated at once")
+    ap.add_argument("--faults", nargs="*", help="run only these faults (names of FAULTS and HOSTILE)")
+    ap.add_argument("--skip-controls", action="store_true")
     a = ap.parse_args()
     out = Path(os.environ.get("OUT") or ROOT / "out")
     out.mkdir(parents=True, exist_ok=True)
@@ -208,7 +210,7 @@ def main() -> int:
         good = ROOT / "examples" / "diag_matmul"
         for fault, expect in FAULTS.items():
             fx = ROOT / "tests" / "fixtures" / "faulty" / fault
-            if not fx.is_dir():
+            if not fx.is_dir() or (a.faults is not None and fault not in a.faults):
                 continue
             cfg = EvalConfig(correctness_timeout=20, load_timeout=60, reuse_results=False)
             t0 = time.monotonic()
@@ -219,6 +221,8 @@ def main() -> int:
                                    config=EvalConfig(reuse_results=False))
             record(f"after/{fault}", r, "ok", r.status.value == "ok" and r.correct, time.monotonic() - t0)
         for fault in HOSTILE:
+            if a.faults is not None and fault not in a.faults:
+                continue
             t0 = time.monotonic()
             r, ok, note = hostile_case(fault, work)
             record(f"fault/{fault}", r, "/".join(sorted(HOSTILE[fault][0])), ok, time.monotonic() - t0, note)
@@ -244,7 +248,7 @@ def main() -> int:
         # controls first, one at a time: they are timed, and they fill each task's baseline cache
         # before the hacks run side by side
 
-        for case in sorted(p for p in (REDTEAM / "controls").iterdir() if (p / "EXPECT.json").is_file()):
+        for case in sorted(p for p in (REDTEAM / "controls").iterdir() if (p / "EXPECT.json").is_file() and not a.skip_controls):
             t0 = time.monotonic()
             try:
                 r = redteam_case(case, work / f"rt_controls_{case.name}")

@@ -4,15 +4,22 @@ Contract: `python -I fs_lock.py --rw DIR [--rw DIR ...] -- ARGV...` must run
 inside a fresh mount namespace of a user namespace (the sandbox's
 `unshare --user --map-root-user --mount`). It bind-mounts every DIR onto
 itself, marks every mount of the tree read-only with one recursive
-`mount_setattr(2)` (Linux >= 5.12), clears read-only again on the DIRs, then
-execs ARGV. Writes anywhere else fail with EROFS; device nodes (/dev/null,
-/dev/nvidia*) stay usable because a read-only mount does not stop writes to
-devices. The changes live only in the private mount namespace (unshare makes
-its propagation private), so the parent's view is untouched.
+`mount_setattr(2)` (Linux >= 5.12), clears read-only again on the DIRs and
+on the top mounts of the pseudo file systems /dev, /proc and /sys (not on the
+mounts below them: /dev/shm, where evaluations exchange tensors, stays
+read-only), then execs ARGV. Writes anywhere else fail with EROFS. The
+changes live only in the private mount namespace (unshare makes its
+propagation private), so the parent's view is untouched.
+
+Why the pseudo file systems stay writable: with all of them read-only the CUDA
+driver's cuInit fails (error 304) on the H200 machine; they hold device
+nodes, this pid namespace's own /proc and kernel attributes, not files a
+candidate could plant for the evaluator.
 
 Not guaranteed: reads are not restricted (the candidate can read what the
-parent's uid can); a kernel without mount_setattr makes this script exit 126
-with the reason, and the sandbox probe then reports the sandbox unavailable.
+parent's uid can); writes to /dev, /proc and /sys are only as restricted as
+the user namespace makes them; a kernel without mount_setattr makes this
+script exit 126 with the reason, and the sandbox probe then drops this layer.
 
 Standard library only: it runs before the child imports anything else.
 """
@@ -28,6 +35,7 @@ _AT_FDCWD = -100
 _AT_RECURSIVE = 0x8000
 _MOUNT_ATTR_RDONLY = 0x1
 _MS_BIND, _MS_REC = 4096, 16384
+PSEUDO = ("/dev", "/proc", "/sys")  # top mounts left writable (see the docstring)
 
 
 class _MountAttr(ctypes.Structure):
@@ -44,12 +52,13 @@ def _fail(what: str) -> None:
     raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def _set_attr(libc: ctypes.CDLL, path: str, *, set_: int = 0, clr: int = 0) -> None:
+def _set_attr(libc: ctypes.CDLL, path: str, *, set_: int = 0, clr: int = 0, recursive: bool = True) -> None:
     nr = _SYS_MOUNT_SETATTR.get(os.uname().machine)
     if nr is None:
         raise OSError(38, f"mount_setattr number unknown on {os.uname().machine}")
     attr = _MountAttr(set_, clr, 0, 0)
-    if libc.syscall(nr, _AT_FDCWD, path.encode(), _AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
+    flags = _AT_RECURSIVE if recursive else 0
+    if libc.syscall(nr, _AT_FDCWD, path.encode(), flags, ctypes.byref(attr), ctypes.sizeof(attr)) != 0:
         _fail(f"mount_setattr {path}")
 
 
@@ -62,6 +71,9 @@ def lock(writable: list[str]) -> None:
     _set_attr(libc, "/", set_=_MOUNT_ATTR_RDONLY)
     for d in dirs:  # we set read-only ourselves, so it is not locked and can be cleared
         _set_attr(libc, d, clr=_MOUNT_ATTR_RDONLY)
+    for d in PSEUDO:
+        if os.path.ismount(d):
+            _set_attr(libc, d, clr=_MOUNT_ATTR_RDONLY, recursive=False)
 
 
 def main(argv: list[str]) -> int:
