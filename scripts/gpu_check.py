@@ -152,7 +152,7 @@ def redteam_case(case: Path, dest: Path) -> EvalResult:
     """Evaluate one red-team folder (workspace form or single-file solution.py) on its task."""
     expect = json.loads((case / "EXPECT.json").read_text())
     task_path = REDTEAM / "tasks" / f"{expect['task']}.py"
-    cfg = EvalConfig(reuse_results=False, correctness_timeout=60, load_timeout=120)
+    cfg = EvalConfig(reuse_results=False, correctness_timeout=60, load_timeout=120, sanitize=expect.get("lane") == "sanitize")
     if (case / "solution.py").is_file():
         return evaluate_single_file(Task.from_file(task_path), case / "solution.py", config=cfg)
     ws = init_workspace(Task.from_file(task_path), dest, force=True)

@@ -41,7 +41,8 @@ def test_good_candidate_is_correct_and_timed(tmp_path, cache_env):
     r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg())
     assert r.status is Status.OK, r.message + r.log
     assert r.correct and r.reward in (1, 2, 3)
-    assert len(r.checks) == 5 + EvalConfig().n_checked_timed and all(c.passed for c in r.checks)
+    assert len(r.checks) == 5 + EvalConfig().n_checked_timed + 1 and all(c.passed for c in r.checks)  # +1: shape probe
+    assert r.checks[-1].label == "shape-probe" and r.defences["shape_probe"] == "passed"
     assert r.time_ms and r.time_ms > 0 and r.eager_ms and r.eager_ms > 0
     assert r.timing is not None and 10 <= r.timing.n <= 1000
     assert all(c.rel_l2_err is not None and c.rel_l2_err < 1e-6 for c in r.checks)
@@ -62,6 +63,17 @@ def test_faulty_candidates_become_typed_results(tmp_path, cache_env, behaviour, 
     assert r.status is status, (r.status, r.message)
     assert r.reward == -1 and not r.correct
     assert needle in r.message + r.log
+
+
+@pytest.mark.parametrize("phase", ["verify", "profile"])
+def test_hardcoded_shape_passes_the_task_inputs_but_fails_the_shape_probe(tmp_path, cache_env, phase):
+    r = evaluate_workspace(make_ws(tmp_path, "fixed_shape"), config=cpu_cfg(reuse_results=False), phase=phase)
+    assert r.status is Status.INCORRECT and r.reward == -1, (r.status, r.message)
+    assert "leading (batch) dimension is doubled" in r.message and r.defences["shape_probe"] == "failed"
+    assert all(c.passed for c in r.checks if c.label != "shape-probe")  # right on every input set of the task
+    off = evaluate_workspace(make_ws(tmp_path, "fixed_shape", "off"), config=cpu_cfg(reuse_results=False, shape_probe=False),
+                             phase=phase)
+    assert off.status is Status.OK  # the probe is what catches it
 
 
 def test_hang_is_killed_within_budget_and_next_evaluation_succeeds(tmp_path, cache_env):

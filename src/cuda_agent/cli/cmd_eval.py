@@ -25,6 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="rebuild, re-time baselines, do not reuse results")
     p.add_argument("--fresh", action="store_true", help="evaluate again even if this exact candidate was scored before")
     p.add_argument("--timed-calls", type=int, default=None, help="timed calls per round (default 50)")
+    p.add_argument("--sanitize", action="store_true",
+                   help="also run one call under compute-sanitizer memcheck and racecheck (slow; needs the tool)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from cuda_agent.eval.config import EvalConfig
     from cuda_agent.task.taskfile import Task
 
-    cfg = EvalConfig(use_cache=not args.no_cache, reuse_results=not (args.no_cache or args.fresh))
+    cfg = EvalConfig(use_cache=not args.no_cache, reuse_results=not (args.no_cache or args.fresh), sanitize=args.sanitize)
     if args.timed_calls is not None:
         if args.timed_calls < 3:
             raise UsageError("--timed-calls must be at least 3")

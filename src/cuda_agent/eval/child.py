@@ -97,6 +97,17 @@ def make_inputs(st: State, seed: int) -> list[Any]:
     return [x.to(st.device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
+def grow_inputs(a: list[Any], b: list[Any]) -> list[Any]:
+    """The shape probe's inputs: two input sets joined along dim 0, for every tensor whose dim 0
+    equals the first tensor's (the batch-like dimension); other inputs come from `a`."""
+    first = next((x for x in a if isinstance(x, torch.Tensor) and x.dim() >= 1), None)
+    if first is None:
+        raise ValueError("no tensor input with a leading dimension to grow")
+    d = first.shape[0]
+    return [torch.cat([x, y]) if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] == d else x
+            for x, y in zip(a, b, strict=True)]
+
+
 def _flatten(out: Any) -> list[Any]:
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
@@ -211,6 +222,8 @@ def cmd_run(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     results = []
     for i, seed in enumerate(msg["seeds"]):
         inputs = make_inputs(st, seed)
+        if msg.get("grow_seed") is not None:
+            inputs = grow_inputs(inputs, make_inputs(st, msg["grow_seed"]))
         outs, mutated = _run_one(st, st.model, inputs)
         if msg.get("keep"):  # reference role: keep on the device, compared later in this process
             st.kept[f"{msg['tag']}#{i}"] = outs

@@ -51,3 +51,6 @@ class EvalConfig:
     sandbox: str = "auto"  # "auto": user+net+pid namespaces and rlimits when the probe works; "off"
     sandbox_max_file_bytes: int = 8 << 30  # RLIMIT_FSIZE of the candidate child
     sandbox_max_procs: int = 4096  # RLIMIT_NPROC of the candidate child (not enforced for uid 0)
+    shape_probe: bool = True  # one more call with the batch-like dim doubled (catches hardcoded shapes)
+    sanitize: bool = False  # compute-sanitizer memcheck + racecheck over one call (slow; `eval --sanitize`)
+    sanitize_timeout: float = 900.0  # per check: load + one call under the sanitizer

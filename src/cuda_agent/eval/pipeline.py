@@ -36,6 +36,7 @@ from typing import Any
 
 from cuda_agent.eval import gpu as gpu_mod
 from cuda_agent.eval import sandbox as sandbox_mod
+from cuda_agent.eval import sanitize as sanitize_mod
 from cuda_agent.eval import speed_of_light as sol
 from cuda_agent.eval.build import build
 from cuda_agent.eval.cache import KVCache
@@ -116,7 +117,8 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
         torch=torch.__version__, precision=cand.task.precision, task_hash=cand.task.hash, candidate_hash=cand.hash,
     )
     cache = KVCache(cache_root() / "eval.sqlite") if cfg.use_cache else None
-    rkey = f"result/{evaluator_fingerprint()}/{cand.task.hash}/{cand.hash}/{res.gpu}/{res.torch}/{cfg.phase}"
+    lane = cfg.phase + ("+sanitize" if cfg.sanitize else "")
+    rkey = f"result/{evaluator_fingerprint()}/{cand.task.hash}/{cand.hash}/{res.gpu}/{res.torch}/{lane}"
     if cache is not None and cfg.reuse_results and (hit := cache.get(rkey)) is not None:
         out = EvalResult.from_dict(hit)
         out.cache = {**out.cache, "result": True}
@@ -263,7 +265,12 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
         if not chk.passed:
             raise _finish(res, Status.INCORRECT, f"wrong output on input set {i}: {chk.message}")
     res.correct = True
+    if cfg.sanitize:
+        _sanitize(cand, cfg, tmp, res, {**setup, "solution": sol, "guard": False}, seeds[0])
+    grow = {"seeds": [secrets.randbits(62)], "grow_seed": secrets.randbits(62)}
     if cfg.phase == "verify":
+        if cfg.shape_probe:
+            _shape_probe(ref, res, cfg, task, _probe_candidate(cnd, cfg, tmp, grow), grow, max_bytes)
         res.message = f"correct on {len(seeds)} fresh input sets"
         raise _Stop(res)
     timing: dict[str, Any] = {"cmd": "time", "seeds": tseeds, "n_warmup": cfg.n_warmup, "n_timed": cfg.n_timed,
@@ -276,6 +283,8 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     res.timing = TimingStats.from_dict(reply["stats"])
     if cfg.side_stream_guard and cfg.device == "cuda" and side_stream_suspect(reply["stats"]):
         _retime_synced(cnd, res, cfg, cmsg)
+    # after timing: a candidate that fails on the grown inputs may leave its CUDA context unusable
+    grown = _probe_candidate(cnd, cfg, tmp, grow) if cfg.shape_probe else None
     cnd.close()
     _check_timed_outputs(ref, res, cfg, task, reply["outputs"], timing, len(seeds), max_bytes)
     _baselines(cfg, res, ref, timing, cache)
@@ -287,6 +296,90 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     _speed_of_light(ref, res, cfg, moved, cache)
     res.reward = milestone_reward(True, t, te or float("inf"), tc or float("inf"))
     res.message = f"correct; {t:.4g} ms vs eager {te:.4g} ms and torch.compile {tc:.4g} ms; reward {res.reward}"
+    if grown is not None:  # last: the reference may fail on grown inputs, and it is not needed after
+        _shape_probe(ref, res, cfg, task, grown, grow, max_bytes)
+
+
+def _probe_candidate(cnd: Child, cfg: EvalConfig, tmp: Path, grow: dict[str, Any]) -> dict[str, Any]:
+    """The candidate's output on the shape probe's inputs, or {"error": why}."""
+    reply = cnd.request({"cmd": "run", **grow, "out_dir": str(tmp / "io_candidate"), "tag": "grow"}, cfg.correctness_timeout)
+    if isinstance(reply, ChildFailure):
+        return {"error": reply.message}
+    if not reply.get("ok"):
+        return {"error": str(reply.get("error", "?"))}
+    return reply["outputs"][0]
+
+
+def _shape_probe(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, cand_rec: dict[str, Any],
+                 grow: dict[str, Any], max_bytes: int) -> None:
+    """Hardcoded shapes: the candidate must match the reference on one input set whose batch-like
+    dimension is doubled (`child.grow_inputs`). Skipped, with a note, when the reference itself
+    cannot run such inputs (its shapes are fixed by the task)."""
+    reply = ref.request({"cmd": "run", **grow, "keep": True, "tag": "grow"}, cfg.correctness_timeout)
+    if isinstance(reply, ChildFailure) or not reply.get("ok"):
+        why = reply.message if isinstance(reply, ChildFailure) else str(reply.get("error", "?"))
+        res.defences["shape_probe"] = f"skipped: the reference does not run with a doubled leading dimension ({why[:120]})"
+        return
+    if "error" in cand_rec:
+        res.defences["shape_probe"] = "failed"
+        raise _finish(res, Status.INCORRECT, "the candidate fails on inputs whose leading (batch) dimension is doubled, "
+                      f"which the reference handles: {cand_rec['error']}"[:600])
+    chk = _compare(ref, res, cfg, task, "shape-probe", "grow#0", cand_rec, 2 * max_bytes)
+    res.defences["shape_probe"] = "passed" if chk.passed else "failed"
+    if not chk.passed:
+        raise _finish(res, Status.INCORRECT, "wrong output when the leading (batch) dimension is doubled "
+                      f"(are the shapes hardcoded?): {chk.message}"[:600])
+
+
+def _sanitize(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setup: dict[str, Any], seed: int) -> None:
+    """The opt-in compute-sanitizer lane (module `sanitize`): a fresh candidate child per check,
+    under the tool and inside the same sandbox, loads the candidate and runs one input set."""
+    tool = sanitize_mod.find_tool()
+    stand_in = bool(os.environ.get(sanitize_mod.OVERRIDE))  # the tests' stand-in tool runs on the CPU lane
+    if (cfg.device != "cuda" and not stand_in) or tool is None:
+        res.defences["sanitize"] = "unavailable: " + ("compute-sanitizer not found" if tool is None else "no CUDA device")
+        res.findings.append(Finding("sanitizer-unavailable", res.defences["sanitize"], Severity.WARN))
+        return
+    box, _ = sandbox_mod.for_config(cfg)
+    env = {**child_env(cand.task.precision), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    done = []
+    for check in sanitize_mod.CHECKS:
+        rw = [tmp / f"io_{check}", tmp / f"tmp_{check}"]
+        for d in rw:
+            d.mkdir()
+        report = tmp / f"tmp_{check}" / "sanitizer.log"
+        prefix = sanitize_mod.wrap(tool, check, report)
+
+        def wrap(argv: list[str], prefix: list[str] = prefix, rw: list[Path] = rw) -> list[str]:
+            return box.wrap(prefix + argv, writable=rw) if box is not None else prefix + argv
+
+        child = Child("candidate", cwd=cand.root, env={**env, "TMPDIR": str(rw[1])},
+                      log_path=tmp / f"{check}.log", wrap=wrap)
+        t0 = time.monotonic()
+        try:
+            for msg in (setup, {"cmd": "run", "seeds": [seed], "out_dir": str(rw[0])}):
+                reply = child.request(msg, cfg.sanitize_timeout)
+                if isinstance(reply, ChildFailure) or not reply.get("ok"):
+                    why = reply.message if isinstance(reply, ChildFailure) else reply.get("error", "?")
+                    raise _finish(res, Status.RUNTIME_ERROR, f"sanitize ({check}): the candidate failed: {why}"[:600],
+                                  child.log_tail())
+        finally:
+            child.finish(timeout=60)
+            res.phases_s[f"sanitize_{check}"] = round(time.monotonic() - t0, 3)
+        text = report.read_text(errors="replace") if report.is_file() else ""
+        found = sanitize_mod.parse(check, text)
+        if found.errors is None:
+            res.findings.append(Finding(f"sanitizer-{check}", "the sanitizer wrote no summary", Severity.WARN))
+            done.append(f"{check} no summary")
+            continue
+        if found.errors > 0:
+            detail = "; ".join(found.excerpt)[:400]
+            res.findings.append(Finding(f"sanitizer-{check}", f"{found.errors} error(s): {detail}", Severity.REJECT))
+            raise _finish(res, Status.REJECTED,
+                          f"rejected by rule sanitizer-{check}: {found.errors} error(s) under compute-sanitizer: {detail}"[:600],
+                          text[-4000:])
+        done.append(f"{check} clean")
+    res.defences["sanitize"] = ", ".join(done)
 
 
 def _guard(res: EvalResult, reply: dict[str, Any], cfg: EvalConfig, where: str) -> None:

@@ -189,6 +189,17 @@ class Child:
         self.dead = True
         _kill_group(self.proc)
 
+    def finish(self, timeout: float) -> int | None:
+        """Ask the child to exit and wait for it (a wrapper such as compute-sanitizer writes its
+        report only when the child ends); kill it after `timeout`. The exit code, or None."""
+        try:
+            os.write(self._wfd, b'{"cmd": "exit"}\n')
+            rc: int | None = self.proc.wait(timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired):
+            rc = None
+        self.close()
+        return rc
+
     def close(self) -> None:
         """Kill the process group and release the pipes (idempotent). No graceful
         exit: nothing in a child needs flushing, and CUDA teardown costs a second."""
