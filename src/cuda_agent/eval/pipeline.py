@@ -7,7 +7,9 @@ candidate timing, its timed outputs compared too -> baselines (cached per
 task hash, GPU, torch version, precision, timing settings) -> reward. The runtime defences (`runtime_checks`: ATen op log and
 thread census; fresh inputs per timed call with random timed calls checked;
 the side-stream re-timing; the speed-of-light flag; the `sandbox` around the
-candidate child) add findings here. The
+candidate child; the shape probe, one more input set with the batch-like
+dimension doubled, run last; the opt-in `sanitize` lane after correctness) add
+findings here. The
 parent never imports candidate code; both children are killed at the end or
 at the first failure. Every candidate failure is a typed `EvalResult`.
 
