@@ -35,6 +35,7 @@ import json
 import os
 import random
 import sys
+import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
@@ -220,20 +221,27 @@ def _save(st: State, outs: list[Any], inputs: list[Any], path: str) -> dict[str,
 
 def cmd_run(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     results = []
+    t = {"inputs": 0.0, "call": 0.0, "save": 0.0}  # where the phase's seconds go (issue 2's turnaround)
     for i, seed in enumerate(msg["seeds"]):
+        t0 = time.perf_counter()
         inputs = make_inputs(st, seed)
         if msg.get("grow_seed") is not None:
             inputs = grow_inputs(inputs, make_inputs(st, msg["grow_seed"]))
+        t1 = time.perf_counter()
         outs, mutated = _run_one(st, st.model, inputs)
+        t2 = time.perf_counter()
         if msg.get("keep"):  # reference role: keep on the device, compared later in this process
             st.kept[f"{msg['tag']}#{i}"] = outs
             rec = {"meta": [_describe(t, inputs) for t in outs]}
         else:
             rec = _save(st, outs, inputs, os.path.join(msg["out_dir"], f"{msg.get('tag', 'run')}_{i}.bin"))
+        t["inputs"] += t1 - t0
+        t["call"] += t2 - t1
+        t["save"] += time.perf_counter() - t2
         rec["inputs_mutated"] = mutated
         rec["in_nbytes"] = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
         results.append(rec)
-    reply: dict[str, Any] = {"outputs": results}
+    reply: dict[str, Any] = {"outputs": results, "t": t}
     if st.guard:
         reply["guard"] = st.guard_report()
     return reply
@@ -244,6 +252,7 @@ def cmd_compare(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     if st.role != "reference":
         raise PermissionError("compare runs in the reference process only")
     ref = [t for t in st.kept[msg["ref"]] if isinstance(t, torch.Tensor)]
+    t0 = time.perf_counter()
     try:
         out = [t.to(st.device) for t in load_tensors(msg["file"], msg["max_bytes"])] if os.path.exists(msg["file"]) else []
     except (TensorFileError, OSError) as e:
@@ -251,8 +260,9 @@ def cmd_compare(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     finally:
         if os.path.exists(msg["file"]):
             os.unlink(msg["file"])
+    t1 = time.perf_counter()
     rec = compare_outputs(msg["label"], ref, out, msg["meta"], atol=msg["atol"], rtol=msg["rtol"], device=st.device.type)
-    return {"check": asdict(rec)}
+    return {"check": asdict(rec), "t": {"load": t1 - t0, "compare": time.perf_counter() - t1}}
 
 
 def cmd_time(st: State, msg: dict[str, Any]) -> dict[str, Any]:

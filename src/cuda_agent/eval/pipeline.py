@@ -213,6 +213,11 @@ def _ask(child: Child, res: EvalResult, msg: dict[str, Any], timeout: float, pha
     t0 = time.monotonic()
     reply = child.request(msg, timeout)
     res.phases_s[phase] = round(res.phases_s.get(phase, 0.0) + time.monotonic() - t0, 3)
+    if isinstance(reply, dict):
+        for part, sec in (reply.get("t") or {}).items():  # the child's own split of the phase
+            if isinstance(sec, (int, float)):
+                key = f"{phase}.{part}"
+                res.phases_s[key] = round(res.phases_s.get(key, 0.0) + float(sec), 3)
     who = "the reference model" if child.role == "reference" else "the candidate"
     if isinstance(reply, ChildFailure):
         status = Status.TIMEOUT if reply.kind == "timeout" else Status.RUNTIME_ERROR
