@@ -188,6 +188,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=6, help="hacks evaluated at once")
     ap.add_argument("--faults", nargs="*", help="run only these faults (names of FAULTS and HOSTILE)")
     ap.add_argument("--skip-controls", action="store_true")
+    ap.add_argument("--overhead", type=int, default=0, metavar="N",
+                    help="also time N evaluations of diag_matmul with the defences on and N with them off")
     a = ap.parse_args()
     out = Path(os.environ.get("OUT") or ROOT / "out")
     out.mkdir(parents=True, exist_ok=True)
@@ -289,6 +291,21 @@ def main() -> int:
                 r = evaluate_single_file(Task.from_file(ex / "task.py"), inline, config=EvalConfig())
                 record(f"inline/{ex.name}", r, "reward 3", r.reward == 3, time.monotonic() - t0)
 
+    overhead: dict[str, list[float]] = {}
+    if a.overhead > 0:  # issue 3: the wall time the defences add to one evaluation (build cached, baselines cached)
+        good = ROOT / "examples" / "diag_matmul"
+        off = dict(runtime_guards=False, fresh_timing_inputs=False, side_stream_guard=False, sandbox="off",
+                   shape_probe=False)
+        for k in range(a.overhead):
+            for mode, kw in (("on", {}), ("off", off)):
+                ws = workspace(good / "task.py", good / "solution", work / f"overhead_{mode}_{k}")
+                t0 = time.monotonic()
+                r = evaluate_workspace(ws, config=EvalConfig(reuse_results=False, **kw))
+                overhead.setdefault(mode, []).append(time.monotonic() - t0)
+                print(f"overhead {mode} #{k}: {r.status.value} reward {r.reward} {overhead[mode][-1]:.2f} s "
+                      f"phases {r.phases_s}", flush=True)
+        (out / "overhead.json").write_text(json.dumps(overhead, indent=1))
+
     pytest_rc = None
     if not a.skip_pytest:
         p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", str(ROOT / "tests")],
@@ -306,6 +323,12 @@ def main() -> int:
               + (f"  {x['note']}" if x.get("note") else ""))
     for kind, (n_ok, n) in counts.items():
         print(f"{kind}: {n_ok}/{n}")
+    if overhead.get("on") and overhead.get("off"):
+        import statistics
+
+        on, off_ = statistics.median(overhead["on"]), statistics.median(overhead["off"])
+        print(f"defences: one evaluation {on:.2f} s with, {off_:.2f} s without (median of {len(overhead['on'])}); "
+              f"they add {on - off_:.2f} s")
     failed = [x["name"] for x in rows if not x["ok"]]
     saved = json.loads((out / "gpu_check.json").read_text())["rows"] if rows else []
     print(f"results on disk: {len(saved)}/{len(rows)} rows in {out / 'gpu_check.json'}")

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The open issues' GPU figures in parts that each fit one 10-minute device call
+# (the device tool's limit), run from the repository root on the GPU machine:
+#   A: faults (classic + hostile), red-team controls and hacks       (issue 3)  ~7 min
+#   B: examples (+ single-file), pytest -m gpu, defence overhead x3  (issues 2, 3) ~6 min
+#   C: bench of the examples + report, pool throughput               (issue 5)  ~8 min
+#   D: edit -> result turnaround and the two-process spread          (issue 2)  ~6 min
+# pytest -m gpu needs the openai wheels: carry .whl (see examples/README.md).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+OUT="${OUT:-$PWD/out}"
+mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
+quiet() { grep -v "^W[0-9]\{4\} \|warnings.warn\|No CUDA runtime"; }
+case "${1:-}" in
+  A) timeout 570 bash scripts/gpu-check.sh --skip-examples --skip-pytest --jobs 8 2>&1 | quiet | tail -90 ;;
+  B) timeout 570 bash scripts/gpu-check.sh --skip-faults --skip-redteam --overhead 3 2>&1 | quiet | tail -40 ;;
+  C) timeout 280 python3 -m cuda_agent bench examples --solutions examples -o "$OUT/runs/ex" 2>&1 | tail -3
+     python3 -m cuda_agent report "$OUT/runs/ex" 2>&1 | tail -14
+     timeout 280 python3 benchmarks/pool_throughput.py --variants 2 --only diag_matmul gelu_chain rmsnorm_wide 2>&1 | quiet | tail -12 ;;
+  D) timeout 570 python3 benchmarks/eval_turnaround.py --naive 1 --edits 3 2>&1 | quiet | tail -40 ;;
+  *) echo "usage: scripts/gpu-session.sh A|B|C|D" >&2; exit 2 ;;
+esac
