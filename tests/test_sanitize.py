@@ -116,3 +116,30 @@ def test_grow_inputs_doubles_the_batch_like_dimension_only():
     assert g[0][:3].eq(1).all() and g[0][3:].eq(0).all() and g[1].eq(1).all()
     with pytest.raises(ValueError):
         grow_inputs([2.0], [3.0])
+
+
+DYING = '''#!{python}
+"""Stand-in whose target dies at once (as a kernel aborted by memcheck would end the call); report: {errors} errors."""
+import sys
+args, log = sys.argv[1:], None
+while args and args[0].startswith("--"):
+    log = args[1] if args[0] == "--log-file" else log
+    args = args[2:]
+open(log, "w").write("========= ERROR SUMMARY: {errors} errors\\n========= RACECHECK SUMMARY: {errors} hazards displayed ({errors} errors, 0 warnings)\\n")
+sys.exit(1)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("errors,status,needle", [(2, Status.REJECTED, "sanitizer-memcheck"),
+                                                  (0, Status.RUNTIME_ERROR, "failed under compute-sanitizer")])
+def test_a_target_that_dies_under_the_tool_is_judged_by_the_report(tmp_path, cache_env, monkeypatch, errors, status, needle):
+    import sys
+
+    tool = tmp_path / "dying"
+    tool.write_text(DYING.format(python=sys.executable, errors=errors))
+    tool.chmod(0o755)
+    monkeypatch.setenv(sanitize.OVERRIDE, str(tool))
+    r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(sanitize=True, reuse_results=False), phase="verify")
+    assert r.status is status and r.reward == -1, (r.status, r.message)
+    assert needle in r.message

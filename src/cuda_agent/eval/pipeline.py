@@ -363,18 +363,23 @@ def _sanitize(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setu
         child = Child("candidate", cwd=cand.root, env={**env, "TMPDIR": str(rw[1])},
                       log_path=tmp / f"{check}.log", wrap=wrap)
         t0 = time.monotonic()
+        failed = ""
         try:
             for msg in (setup, {"cmd": "run", "seeds": [seed], "out_dir": str(rw[0])}):
                 reply = child.request(msg, cfg.sanitize_timeout)
                 if isinstance(reply, ChildFailure) or not reply.get("ok"):
-                    why = reply.message if isinstance(reply, ChildFailure) else reply.get("error", "?")
-                    raise _finish(res, Status.RUNTIME_ERROR, f"sanitize ({check}): the candidate failed: {why}"[:600],
-                                  child.log_tail())
+                    # memcheck aborts a kernel that it catches, so the call then fails: read the report first
+                    failed = reply.message if isinstance(reply, ChildFailure) else str(reply.get("error", "?"))
+                    break
         finally:
+            log = child.log_tail()
             child.finish(timeout=60)
             res.phases_s[f"sanitize_{check}"] = round(time.monotonic() - t0, 3)
         text = report.read_text(errors="replace") if report.is_file() else ""
         found = sanitize_mod.parse(check, text)
+        if failed and not found.errors:
+            raise _finish(res, Status.RUNTIME_ERROR, f"sanitize ({check}): the candidate failed under "
+                          f"compute-sanitizer: {failed}"[:600], (text[-2000:] + "\n" + log)[-4000:])
         if found.errors is None:
             res.findings.append(Finding(f"sanitizer-{check}", "the sanitizer wrote no summary", Severity.WARN))
             done.append(f"{check} no summary")
