@@ -5,6 +5,7 @@ and the next evaluation still succeeds."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -120,3 +121,33 @@ def test_single_file_solution_builds_in_the_child_and_is_scored(tmp_path, cache_
     wrong.write_text((LANE / "solution_inline.py").read_text().replace("2.f * in[i]", "2.5f * in[i]"))
     r2 = evaluate_single_file(task, wrong, config=cpu_cfg(load_timeout=600))
     assert r2.status is Status.INCORRECT and r2.reward == -1
+
+
+def _compilers_of(needle: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and needle in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="needs nvcc")
+def test_a_compile_that_never_ends_is_stopped_and_leaves_no_compiler_behind(tmp_path, cache_env):
+    warm = evaluate_workspace(make_ws(tmp_path, name="warm"), config=cpu_cfg(reuse_results=False), phase="compile")
+    assert warm.status is Status.OK  # the binding objects are cached: only endless.cu is left to compile
+    ws = make_ws(tmp_path)
+    shutil.copy(FIXTURES / "faulty" / "hostile_gpu" / "endless.cu", ws / "kernels" / "endless.cu")
+    t0 = time.monotonic()
+    r = evaluate_workspace(ws, config=cpu_cfg(compile_timeout=8, reuse_results=False), phase="compile")
+    assert r.status is Status.TIMEOUT and r.reward == -1 and "compile exceeded its 8 s budget" in r.message
+    assert time.monotonic() - t0 < 40
+    deadline = time.monotonic() + 10
+    while _compilers_of("endless.cu") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _compilers_of("endless.cu") == []  # the whole process group was killed
+    ok = evaluate_workspace(make_ws(tmp_path, name="after"), config=cpu_cfg(reuse_results=False))
+    assert ok.status is Status.OK, ok.message

@@ -184,7 +184,8 @@ def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalR
     if cand.kind != "workspace":
         return None  # single-file solutions build inside the candidate child (load_inline)
     t0 = time.monotonic()
-    arch = cfg.arch or gpu_mod.arch_from_env() or (gpu.capability if gpu else None) or "9.0"
+    # the CPU lane's stand-in GPU has capability "0.0", which no nvcc accepts
+    arch = cfg.arch or gpu_mod.arch_from_env() or (gpu.capability if gpu and cfg.device == "cuda" else None) or "9.0"
     b = build(cand.root, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, jobs=cfg.jobs, use_cache=cfg.use_cache)
     res.phases_s["compile"] = round(time.monotonic() - t0, 3)
     res.cache["build"] = b.cached
