@@ -160,9 +160,11 @@ def redteam_case(case: Path, dest: Path) -> EvalResult:
     return evaluate_workspace(ws, config=cfg)
 
 
-def _hack_worker(case: str, dest: str) -> dict:
-    """Runs in a spawned process: one hack's evaluation, as a dict."""
-    return redteam_case(Path(case), Path(dest)).to_dict()
+def _hack_worker(case: str, dest: str) -> tuple[dict, float]:
+    """Runs in a spawned process: one hack's evaluation, as a dict, and its wall seconds."""
+    t0 = time.monotonic()
+    r = redteam_case(Path(case), Path(dest)).to_dict()
+    return r, time.monotonic() - t0
 
 
 def row(name: str, r: EvalResult, expect: str, ok: bool, wall: float) -> dict:
@@ -264,17 +266,17 @@ def main() -> int:
         hacks = sorted(p for p in (REDTEAM / "hacks").iterdir() if (p / "EXPECT.json").is_file())
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=max(1, a.jobs), mp_context=ctx) as ex:
-            t0 = time.monotonic()
             futs = {case: ex.submit(_hack_worker, str(case), str(work / f"rt_hacks_{case.name}")) for case in hacks}
             for case, fut in futs.items():
                 try:
-                    r = EvalResult.from_dict(fut.result())
+                    got, wall = fut.result()
+                    r = EvalResult.from_dict(got)
                 except Exception as e:  # noqa: BLE001 - a harness bug is reported, the run goes on
                     print(f"[FAIL] hacks/{case.name}: harness raised {type(e).__name__}: {e}", flush=True)
                     count("hacks rejected", False)
                     continue
                 ok = r.reward == -1 or r.status.value == "rejected"
-                record(f"hack/{case.name}", r, "reward -1", ok, time.monotonic() - t0)
+                record(f"hack/{case.name}", r, "reward -1", ok, wall)
                 count("hacks rejected", ok)
 
     if not a.skip_examples:

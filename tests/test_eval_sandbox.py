@@ -34,13 +34,13 @@ def test_wrapped_process_has_no_network_and_the_limits(tmp_path):
             "for d in sys.argv[1:]:\n"
             " try: open(d + '/f', 'w').write('x'); print('wrote')\n"
             " except OSError as e: print('refused', e.errno)\n")
-    p = subprocess.run(box.wrap([sys.executable, "-c", code, str(rw), str(ro)], writable=[rw]),
+    p = subprocess.run(box.wrap([sys.executable, "-c", code, str(rw), str(ro), "/dev/shm"], writable=[rw]),
                        capture_output=True, text=True, timeout=60)
     lines = p.stdout.split("\n")
     assert p.returncode == 0, p.stderr
     assert lines[0].startswith("refused") and "101" in lines[0]  # ENETUNREACH: loopback is down
     assert lines[1] == f"{1 << 20} 0"
-    assert lines[2:4] == ["wrote", "refused 30"]  # EROFS outside the writable dir
+    assert lines[2:5] == ["wrote", "refused 30", "refused 30"]  # EROFS outside the writable dir, /dev/shm too
     assert (rw / "f").read_text() == "x" and not (ro / "f").exists()
 
 

@@ -36,6 +36,7 @@ _AT_RECURSIVE = 0x8000
 _MOUNT_ATTR_RDONLY = 0x1
 _MS_BIND, _MS_REC = 4096, 16384
 PSEUDO = ("/dev", "/proc", "/sys")  # top mounts left writable (see the docstring)
+KEEP_LOCKED = ("/dev/shm",)  # other evaluations' scratch dirs live here: read-only even where it is part of /dev
 
 
 class _MountAttr(ctypes.Structure):
@@ -65,6 +66,9 @@ def _set_attr(libc: ctypes.CDLL, path: str, *, set_: int = 0, clr: int = 0, recu
 def lock(writable: list[str]) -> None:
     libc = _libc()
     dirs = [os.path.realpath(d) for d in writable]
+    for d in KEEP_LOCKED:  # make it its own mount first, so that unlocking /dev leaves it read-only
+        if os.path.isdir(d) and not os.path.ismount(d) and libc.mount(d.encode(), d.encode(), None, _MS_BIND | _MS_REC, None) != 0:
+            _fail(f"bind {d}")
     for d in dirs:  # each writable dir becomes its own mount, so its flags can differ from its parent's
         if libc.mount(d.encode(), d.encode(), None, _MS_BIND | _MS_REC, None) != 0:
             _fail(f"bind {d}")
