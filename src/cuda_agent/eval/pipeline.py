@@ -328,6 +328,10 @@ def _shape_probe(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, cand_
         why = reply.message if isinstance(reply, ChildFailure) else str(reply.get("error", "?"))
         res.defences["shape_probe"] = f"skipped: the reference does not run with a doubled leading dimension ({why[:120]})"
         return
+    if "error" in cand_rec and "out of memory" in cand_rec["error"].lower():
+        # the doubled set may not fit beside the candidate's timing buffers: no verdict either way
+        res.defences["shape_probe"] = f"skipped: the candidate ran out of memory on the doubled set ({cand_rec['error'][:120]})"
+        return
     if "error" in cand_rec:
         res.defences["shape_probe"] = "failed"
         raise _finish(res, Status.INCORRECT, "the candidate fails on inputs whose leading (batch) dimension is doubled, "
