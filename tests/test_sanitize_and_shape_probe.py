@@ -1,5 +1,6 @@
-"""The compute-sanitizer lane's CPU-testable parts: the wrapper argv, report parsing, the
-CLI flag, the result-cache separation, and the no-GPU path (a warning, not a verdict)."""
+"""Two defences added for the H200 corpus run's misses, on the CPU: the compute-sanitizer
+lane (wrapper argv, report parsing, the CLI flag, a stand-in tool run through the real
+pipeline, the no-GPU path) and the shape probe (input growth, when it decides)."""
 
 from __future__ import annotations
 
@@ -143,3 +144,40 @@ def test_a_target_that_dies_under_the_tool_is_judged_by_the_report(tmp_path, cac
     r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(sanitize=True, reuse_results=False), phase="verify")
     assert r.status is status and r.reward == -1, (r.status, r.message)
     assert needle in r.message
+
+
+class _Ref:
+    role = "reference"
+
+    def __init__(self, ok: bool):
+        self.ok = ok
+
+    def request(self, msg, timeout):
+        return {"ok": True, "outputs": [{"meta": []}]} if self.ok else {"ok": False, "error": "RuntimeError: mat1 and mat2 shapes cannot be multiplied"}
+
+
+@pytest.mark.parametrize("ref_ok,cand,verdict", [
+    (True, {"error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB"}, "skipped"),
+    (False, {"error": "RuntimeError: whatever"}, "skipped"),
+    (True, {"error": "RuntimeError: expected 1024 rows"}, "failed"),
+])
+def test_shape_probe_decides_only_when_the_reference_takes_the_doubled_set(ref_ok, cand, verdict):
+    from conftest import FIXTURES
+
+    from cuda_agent.eval import pipeline
+    from cuda_agent.eval.config import EvalConfig
+    from cuda_agent.eval.result import EvalResult
+    from cuda_agent.task import Task
+
+    task = Task.from_file(FIXTURES / "cpu_lane" / "task.py")
+    res = EvalResult(status=Status.OK, reward=3, correct=True)
+    grow = {"seeds": [1], "grow_seed": 2}
+    if verdict == "failed":
+        with pytest.raises(pipeline._Stop) as stop:
+            pipeline._shape_probe(_Ref(ref_ok), res, EvalConfig(), task, cand, grow, 1 << 20)
+        assert stop.value.result.status is Status.INCORRECT and stop.value.result.reward == -1
+        assert "doubled" in stop.value.result.message
+    else:
+        pipeline._shape_probe(_Ref(ref_ok), res, EvalConfig(), task, cand, grow, 1 << 20)
+        assert res.status is Status.OK and res.reward == 3
+    assert res.defences["shape_probe"].startswith(verdict)
