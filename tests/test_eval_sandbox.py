@@ -131,3 +131,26 @@ def test_write_outside_the_writable_dirs_fails_inside_and_succeeds_outside(tmp_p
     outside = evaluate_workspace(ws, config=cpu_cfg(sandbox="off"), phase="verify")
     assert outside.status is Status.RUNTIME_ERROR and "wrote outside the workspace" in outside.message
     assert target.exists()
+
+
+@needs_sandbox
+def test_loopback_up_reaches_the_namespace_only(tmp_path):
+    # the sanitizer lane brings up the namespace's own lo: a listener inside is reachable,
+    # the parent's listener on the host's 127.0.0.1 still is not
+    srv = _listener()
+    try:
+        code = ("import socket,sys\n"
+                "inner=socket.socket();inner.bind(('127.0.0.1',0));inner.listen(1)\n"
+                "for port in (inner.getsockname()[1], int(sys.argv[1])):\n"
+                " c=socket.socket();c.settimeout(2)\n"
+                " try: c.connect(('127.0.0.1', port)); print('connected')\n"
+                " except OSError as e: print('refused', e.errno)\n")
+        box = sandbox.Sandbox(1 << 20, 128)
+        p = subprocess.run(box.wrap([sys.executable, "-c", code, str(srv.getsockname()[1])], writable=[tmp_path], loopback=True),
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split("\n")[:2] == ["connected", "refused 111"]  # ECONNREFUSED: nothing listens in here
+        with pytest.raises(OSError):
+            srv.accept()
+    finally:
+        srv.close()

@@ -1,6 +1,6 @@
 """Make the whole file system read-only except a few directories, then exec a command.
 
-Contract: `python -I fs_lock.py --rw DIR [--rw DIR ...] -- ARGV...` must run
+Contract: `python -I fs_lock.py [--no-lock] [--loopback-up] --rw DIR [--rw DIR ...] -- ARGV...` must run
 inside a fresh mount namespace of a user namespace (the sandbox's
 `unshare --user --map-root-user --mount`). It bind-mounts every DIR onto
 itself, marks every mount of the tree read-only with one recursive
@@ -20,6 +20,10 @@ Not guaranteed: reads are not restricted (the candidate can read what the
 parent's uid can); writes to /dev, /proc and /sys are only as restricted as
 the user namespace makes them; a kernel without mount_setattr makes this
 script exit 126 with the reason, and the sandbox probe then drops this layer.
+
+`--loopback-up` first brings up the network namespace's own loopback device
+(for compute-sanitizer, which talks to its target over TCP); `--no-lock` skips
+the lock (a sandbox profile without it).
 
 Standard library only: it runs before the child imports anything else.
 """
@@ -80,9 +84,23 @@ def lock(writable: list[str]) -> None:
             _set_attr(libc, d, clr=_MOUNT_ATTR_RDONLY, recursive=False)
 
 
+def loopback_up() -> None:
+    """Bring this network namespace's own `lo` up (it starts down). Only processes inside the
+    namespace can be reached through it; compute-sanitizer talks to its target over TCP."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        req = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s.fileno(), siocgifflags, req))[1]
+        fcntl.ioctl(s.fileno(), siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+
+
 def main(argv: list[str]) -> int:
     if "--" not in argv:
-        print("usage: fs_lock.py --rw DIR ... -- ARGV...", file=sys.stderr)
+        print("usage: fs_lock.py [--no-lock] [--loopback-up] --rw DIR ... -- ARGV...", file=sys.stderr)
         return 2
     cut = argv.index("--")
     opts, cmd = argv[:cut], argv[cut + 1:]
@@ -91,7 +109,10 @@ def main(argv: list[str]) -> int:
         print("fs_lock: no command", file=sys.stderr)
         return 2
     try:
-        lock(writable)
+        if "--loopback-up" in opts:
+            loopback_up()
+        if "--no-lock" not in opts:
+            lock(writable)
     except OSError as e:
         print(f"fs_lock: {e}", file=sys.stderr)
         return 126

@@ -363,7 +363,8 @@ def _sanitize(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setu
         prefix = sanitize_mod.wrap(tool, check, report)
 
         def wrap(argv: list[str], prefix: list[str] = prefix, rw: list[Path] = rw) -> list[str]:
-            return box.wrap(prefix + argv, writable=rw) if box is not None else prefix + argv
+            # compute-sanitizer reaches its target over TCP: the namespace's own loopback must be up
+            return box.wrap(prefix + argv, writable=rw, loopback=True) if box is not None else prefix + argv
 
         child = Child("candidate", cwd=cand.root, env={**env, "TMPDIR": str(rw[1])},
                       log_path=tmp / f"{check}.log", wrap=wrap)

@@ -66,7 +66,8 @@ class Sandbox:
     max_procs: int
     without: tuple[str, ...] = ()  # layers of LAYERS this profile drops
 
-    def wrap(self, argv: list[str], writable: Sequence[str | os.PathLike[str]] = ()) -> list[str]:
+    def wrap(self, argv: list[str], writable: Sequence[str | os.PathLike[str]] = (), loopback: bool = False) -> list[str]:
+        """`loopback`: bring up the new network namespace's own `lo` (reaches nothing outside it)."""
         prlimit, unshare = shutil.which("prlimit"), shutil.which("unshare")
         if not prlimit or not unshare:
             raise RuntimeError("prlimit/unshare disappeared after the sandbox probe")
@@ -78,8 +79,11 @@ class Sandbox:
         # driver finds itself under the wrong pid and cuInit fails (304) - seen on the H200
         ns += [] if "pid" in self.without else ["--pid", "--fork", "--kill-child", "--mount-proc"]
         lock: list[str] = []
-        if "fs_lock" not in self.without:
+        up = loopback and "net" not in self.without
+        if "fs_lock" not in self.without or up:
             lock = [sys.executable, "-I", str(FS_LOCK)]
+            lock += [] if "fs_lock" not in self.without else ["--no-lock"]
+            lock += ["--loopback-up"] if up else []
             for d in writable:
                 lock += ["--rw", os.fspath(d)]
             lock.append("--")
