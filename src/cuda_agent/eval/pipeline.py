@@ -82,6 +82,12 @@ class _Stop(Exception):
         self.result = result
 
 
+def _log_dir(stack: ExitStack) -> Path:
+    """Children's logs go to the default temp dir (disk, usually), not to the /dev/shm scratch:
+    a candidate printing gigabytes (up to RLIMIT_FSIZE) should not take that much RAM."""
+    return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cuda-agent-logs-")))
+
+
 def _scratch() -> tempfile.TemporaryDirectory[str]:
     # Outputs travel parent <-> child through files: keep them in memory when we can.
     shm = "/dev/shm"
@@ -154,6 +160,7 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
             # overlap the build instead of following it.
             env = child_env(cand.task.precision)
             box, res.defences["sandbox"] = sandbox_mod.for_config(cfg)
+            logs = _log_dir(stack)
             for role in ("reference", "candidate"):
                 rw = [tmp / f"io_{role}", tmp / f"tmp_{role}"]  # all the candidate may write (fs_lock)
                 for d in rw:
@@ -165,7 +172,7 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
                                      ("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
                         role_env[var] = str(rw[1] / sub)
                 children[role] = Child(role, cwd=cand.root, env=role_env,
-                                       log_path=tmp / f"{role}.log", warm_cuda=cfg.device == "cuda",
+                                       log_path=logs / f"{role}.log", warm_cuda=cfg.device == "cuda",
                                        wrap=partial(box.wrap, writable=rw) if box is not None and role == "candidate" else None,
                                        child_args=("--warm-oplog",) if cfg.runtime_guards and role == "candidate" else ())
                 stack.callback(children[role].close)
@@ -355,49 +362,56 @@ def _sanitize(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setu
     box, _ = sandbox_mod.for_config(cfg)
     env = {**child_env(cand.task.precision), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     done = []
-    for check in sanitize_mod.CHECKS:
-        rw = [tmp / f"io_{check}", tmp / f"tmp_{check}"]
-        for d in rw:
-            d.mkdir()
-        report = tmp / f"tmp_{check}" / "sanitizer.log"
-        prefix = sanitize_mod.wrap(tool, check, report)
-
-        def wrap(argv: list[str], prefix: list[str] = prefix, rw: list[Path] = rw) -> list[str]:
-            # compute-sanitizer reaches its target over TCP: the namespace's own loopback must be up
-            return box.wrap(prefix + argv, writable=rw, loopback=True) if box is not None else prefix + argv
-
-        child = Child("candidate", cwd=cand.root, env={**env, "TMPDIR": str(rw[1])},
-                      log_path=tmp / f"{check}.log", wrap=wrap)
-        t0 = time.monotonic()
-        failed = ""
-        try:
-            for msg in (setup, {"cmd": "run", "seeds": [seed], "out_dir": str(rw[0])}):
-                reply = child.request(msg, cfg.sanitize_timeout)
-                if isinstance(reply, ChildFailure) or not reply.get("ok"):
-                    # memcheck aborts a kernel that it catches, so the call then fails: read the report first
-                    failed = reply.message if isinstance(reply, ChildFailure) else str(reply.get("error", "?"))
-                    break
-        finally:
-            log = child.log_tail()
-            child.finish(timeout=60)
-            res.phases_s[f"sanitize_{check}"] = round(time.monotonic() - t0, 3)
-        text = report.read_text(errors="replace") if report.is_file() else ""
-        found = sanitize_mod.parse(check, text)
-        if failed and not found.errors:
-            raise _finish(res, Status.RUNTIME_ERROR, f"sanitize ({check}): the candidate failed under "
-                          f"compute-sanitizer: {failed}"[:600], (text[-2000:] + "\n" + log)[-4000:])
-        if found.errors is None:
-            res.findings.append(Finding(f"sanitizer-{check}", "the sanitizer wrote no summary", Severity.WARN))
-            done.append(f"{check} no summary")
-            continue
-        if found.errors > 0:
-            detail = "; ".join(found.excerpt)[:400]
-            res.findings.append(Finding(f"sanitizer-{check}", f"{found.errors} error(s): {detail}", Severity.REJECT))
-            raise _finish(res, Status.REJECTED,
-                          f"rejected by rule sanitizer-{check}: {found.errors} error(s) under compute-sanitizer: {detail}"[:600],
-                          text[-4000:])
-        done.append(f"{check} clean")
+    with ExitStack() as stack:
+        logs = _log_dir(stack)
+        for check in sanitize_mod.CHECKS:
+            done.append(_sanitize_one(cand, cfg, tmp, res, setup, seed, tool, box, env, logs, check))
     res.defences["sanitize"] = ", ".join(done)
+
+
+def _sanitize_one(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setup: dict[str, Any], seed: int,
+                  tool: str, box: Any, env: dict[str, str], logs: Path, check: str) -> str:
+    """One check of the lane; returns its word for the record, or ends the evaluation."""
+    rw = [tmp / f"io_{check}", tmp / f"tmp_{check}"]
+    for d in rw:
+        d.mkdir()
+    report = tmp / f"tmp_{check}" / "sanitizer.log"
+    prefix = sanitize_mod.wrap(tool, check, report)
+
+    def wrap(argv: list[str], prefix: list[str] = prefix, rw: list[Path] = rw) -> list[str]:
+        # compute-sanitizer reaches its target over TCP: the namespace's own loopback must be up
+        return box.wrap(prefix + argv, writable=rw, loopback=True) if box is not None else prefix + argv
+
+    child = Child("candidate", cwd=cand.root, env={**env, "TMPDIR": str(rw[1])},
+                  log_path=logs / f"{check}.log", wrap=wrap)
+    t0 = time.monotonic()
+    failed = ""
+    try:
+        for msg in (setup, {"cmd": "run", "seeds": [seed], "out_dir": str(rw[0])}):
+            reply = child.request(msg, cfg.sanitize_timeout)
+            if isinstance(reply, ChildFailure) or not reply.get("ok"):
+                # memcheck aborts a kernel that it catches, so the call then fails: read the report first
+                failed = reply.message if isinstance(reply, ChildFailure) else str(reply.get("error", "?"))
+                break
+    finally:
+        log = child.log_tail()
+        child.finish(timeout=60)
+        res.phases_s[f"sanitize_{check}"] = round(time.monotonic() - t0, 3)
+    text = report.read_text(errors="replace") if report.is_file() else ""
+    found = sanitize_mod.parse(check, text)
+    if failed and not found.errors:
+        raise _finish(res, Status.RUNTIME_ERROR, f"sanitize ({check}): the candidate failed under "
+                      f"compute-sanitizer: {failed}"[:600], (text[-2000:] + "\n" + log)[-4000:])
+    if found.errors is None:
+        res.findings.append(Finding(f"sanitizer-{check}", "the sanitizer wrote no summary", Severity.WARN))
+        return f"{check} no summary"
+    if found.errors > 0:
+        detail = "; ".join(found.excerpt)[:400]
+        res.findings.append(Finding(f"sanitizer-{check}", f"{found.errors} error(s): {detail}", Severity.REJECT))
+        raise _finish(res, Status.REJECTED,
+                      f"rejected by rule sanitizer-{check}: {found.errors} error(s) under compute-sanitizer: {detail}"[:600],
+                      text[-4000:])
+    return f"{check} clean"
 
 
 def _guard(res: EvalResult, reply: dict[str, Any], cfg: EvalConfig, where: str) -> None:
