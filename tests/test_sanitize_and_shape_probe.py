@@ -181,3 +181,21 @@ def test_shape_probe_decides_only_when_the_reference_takes_the_doubled_set(ref_o
         pipeline._shape_probe(_Ref(ref_ok), res, EvalConfig(), task, cand, grow, 1 << 20)
         assert res.status is Status.OK and res.reward == 3
     assert res.defences["shape_probe"].startswith(verdict)
+
+
+@pytest.mark.slow
+def test_a_single_file_solution_builds_under_the_lane_in_its_private_dirs(tmp_path, cache_env, monkeypatch):
+    # load_inline inside a sanitizer child: its only writable dirs are its own (fs_lock), so its
+    # extension cache must be private there as it is for the plain candidate child
+    from conftest import FIXTURES
+
+    from cuda_agent.eval.api import evaluate_single_file
+    from cuda_agent.task import Task
+
+    monkeypatch.setenv(sanitize.OVERRIDE, str(_stand_in(tmp_path, 0)))
+    lane = FIXTURES / "cpu_lane"
+    r = evaluate_single_file(Task.from_file(lane / "task.py"), lane / "solution_inline.py",
+                             config=cpu_cfg(sanitize=True, reuse_results=False, load_timeout=600, sanitize_timeout=600),
+                             phase="verify")
+    assert r.status is Status.OK, (r.message, r.log[-1500:])
+    assert r.defences["sanitize"] == "memcheck clean, racecheck clean"

@@ -88,6 +88,21 @@ def _log_dir(stack: ExitStack) -> Path:
     return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cuda-agent-logs-")))
 
 
+def _child_dirs(tmp: Path, name: str, env: dict[str, str], private_caches: bool) -> tuple[list[Path], dict[str, str]]:
+    """A child's io and tmp dirs (all a sandboxed candidate may write: fs_lock) and its environment.
+    `private_caches`: load_inline, inductor and triton caches inside its tmp dir, because its file
+    system is read-only elsewhere and no shared build dir should be one a candidate can poison."""
+    rw = [tmp / f"io_{name}", tmp / f"tmp_{name}"]
+    for d in rw:
+        d.mkdir()
+    out = {**env, "TMPDIR": str(rw[1])}
+    if private_caches:
+        for var, sub in (("TORCH_EXTENSIONS_DIR", "torch_extensions"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+                         ("TRITON_CACHE_DIR", "triton")):
+            out[var] = str(rw[1] / sub)
+    return rw, out
+
+
 def _scratch() -> tempfile.TemporaryDirectory[str]:
     # Outputs travel parent <-> child through files: keep them in memory when we can.
     shm = "/dev/shm"
@@ -162,15 +177,7 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
             box, res.defences["sandbox"] = sandbox_mod.for_config(cfg)
             logs = _log_dir(stack)
             for role in ("reference", "candidate"):
-                rw = [tmp / f"io_{role}", tmp / f"tmp_{role}"]  # all the candidate may write (fs_lock)
-                for d in rw:
-                    d.mkdir()
-                role_env = {**env, "TMPDIR": str(rw[1])}
-                if role == "candidate":  # private caches: its file system is read-only elsewhere, and
-                    # load_inline builds in no shared dir that a candidate could poison for the next one
-                    for var, sub in (("TORCH_EXTENSIONS_DIR", "torch_extensions"),
-                                     ("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
-                        role_env[var] = str(rw[1] / sub)
+                rw, role_env = _child_dirs(tmp, role, env, private_caches=role == "candidate")
                 children[role] = Child(role, cwd=cand.root, env=role_env,
                                        log_path=logs / f"{role}.log", warm_cuda=cfg.device == "cuda",
                                        wrap=partial(box.wrap, writable=rw) if box is not None and role == "candidate" else None,
@@ -372,18 +379,15 @@ def _sanitize(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setu
 def _sanitize_one(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setup: dict[str, Any], seed: int,
                   tool: str, box: Any, env: dict[str, str], logs: Path, check: str) -> str:
     """One check of the lane; returns its word for the record, or ends the evaluation."""
-    rw = [tmp / f"io_{check}", tmp / f"tmp_{check}"]
-    for d in rw:
-        d.mkdir()
-    report = tmp / f"tmp_{check}" / "sanitizer.log"
+    rw, lane_env = _child_dirs(tmp, check, env, private_caches=True)
+    report = rw[1] / "sanitizer.log"
     prefix = sanitize_mod.wrap(tool, check, report)
 
     def wrap(argv: list[str], prefix: list[str] = prefix, rw: list[Path] = rw) -> list[str]:
         # compute-sanitizer reaches its target over TCP: the namespace's own loopback must be up
         return box.wrap(prefix + argv, writable=rw, loopback=True) if box is not None else prefix + argv
 
-    child = Child("candidate", cwd=cand.root, env={**env, "TMPDIR": str(rw[1])},
-                  log_path=logs / f"{check}.log", wrap=wrap)
+    child = Child("candidate", cwd=cand.root, env=lane_env, log_path=logs / f"{check}.log", wrap=wrap)
     t0 = time.monotonic()
     failed = ""
     try:
