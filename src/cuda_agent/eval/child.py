@@ -221,7 +221,7 @@ def _save(st: State, outs: list[Any], inputs: list[Any], path: str) -> dict[str,
 
 def cmd_run(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     results = []
-    t = {"inputs": 0.0, "call": 0.0, "save": 0.0}  # where the phase's seconds go (issue 2's turnaround)
+    split = {"inputs": 0.0, "call": 0.0, "save": 0.0}  # where the phase's seconds go (issue 2's turnaround)
     for i, seed in enumerate(msg["seeds"]):
         t0 = time.perf_counter()
         inputs = make_inputs(st, seed)
@@ -235,13 +235,13 @@ def cmd_run(st: State, msg: dict[str, Any]) -> dict[str, Any]:
             rec = {"meta": [_describe(t, inputs) for t in outs]}
         else:
             rec = _save(st, outs, inputs, os.path.join(msg["out_dir"], f"{msg.get('tag', 'run')}_{i}.bin"))
-        t["inputs"] += t1 - t0
-        t["call"] += t2 - t1
-        t["save"] += time.perf_counter() - t2
+        split["inputs"] += t1 - t0
+        split["call"] += t2 - t1
+        split["save"] += time.perf_counter() - t2
         rec["inputs_mutated"] = mutated
         rec["in_nbytes"] = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
         results.append(rec)
-    reply: dict[str, Any] = {"outputs": results, "t": t}
+    reply: dict[str, Any] = {"outputs": results, "t": split}
     if st.guard:
         reply["guard"] = st.guard_report()
     return reply

@@ -43,7 +43,7 @@ from cuda_agent.eval import speed_of_light as sol
 from cuda_agent.eval.build import build
 from cuda_agent.eval.cache import KVCache
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.procs import Child, ChildFailure, scrubbed_env
+from cuda_agent.eval.procs import Child, ChildFailure, failure, scrubbed_env
 from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, Status, TimingStats
 from cuda_agent.eval.reward import milestone_reward
 from cuda_agent.eval.runtime_checks import runtime_findings
@@ -325,11 +325,8 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
 def _probe_candidate(cnd: Child, cfg: EvalConfig, tmp: Path, grow: dict[str, Any]) -> dict[str, Any]:
     """The candidate's output on the shape probe's inputs, or {"error": why}."""
     reply = cnd.request({"cmd": "run", **grow, "out_dir": str(tmp / "io_candidate"), "tag": "grow"}, cfg.correctness_timeout)
-    if isinstance(reply, ChildFailure):
-        return {"error": reply.message}
-    if not reply.get("ok"):
-        return {"error": str(reply.get("error", "?"))}
-    return reply["outputs"][0]
+    why = failure(reply)
+    return {"error": why} if why is not None else reply["outputs"][0]
 
 
 def _shape_probe(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, cand_rec: dict[str, Any],
@@ -337,9 +334,8 @@ def _shape_probe(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, cand_
     """Hardcoded shapes: the candidate must match the reference on one input set whose batch-like
     dimension is doubled (`child.grow_inputs`). Skipped, with a note, when the reference itself
     cannot run such inputs (its shapes are fixed by the task)."""
-    reply = ref.request({"cmd": "run", **grow, "keep": True, "tag": "grow"}, cfg.correctness_timeout)
-    if isinstance(reply, ChildFailure) or not reply.get("ok"):
-        why = reply.message if isinstance(reply, ChildFailure) else str(reply.get("error", "?"))
+    why = failure(ref.request({"cmd": "run", **grow, "keep": True, "tag": "grow"}, cfg.correctness_timeout))
+    if why is not None:
         res.defences["shape_probe"] = f"skipped: the reference does not run with a doubled leading dimension ({why[:120]})"
         return
     if "error" in cand_rec and "out of memory" in cand_rec["error"].lower():
@@ -392,10 +388,9 @@ def _sanitize_one(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, 
     failed = ""
     try:
         for msg in (setup, {"cmd": "run", "seeds": [seed], "out_dir": str(rw[0])}):
-            reply = child.request(msg, cfg.sanitize_timeout)
-            if isinstance(reply, ChildFailure) or not reply.get("ok"):
-                # memcheck aborts a kernel that it catches, so the call then fails: read the report first
-                failed = reply.message if isinstance(reply, ChildFailure) else str(reply.get("error", "?"))
+            # memcheck aborts a kernel that it catches, so the call then fails: read the report first
+            if (why := failure(child.request(msg, cfg.sanitize_timeout))) is not None:
+                failed = why
                 break
     finally:
         log = child.log_tail()
@@ -434,8 +429,7 @@ def _retime_synced(cnd: Child, res: EvalResult, cfg: EvalConfig, cmsg: dict[str,
     assert res.timing is not None
     first = res.timing
     reply = cnd.request({**cmsg, "sync_before_end": True, "checked": 0}, cfg.timing_timeout)
-    if not (isinstance(reply, dict) and reply.get("ok")):
-        why = reply.message if isinstance(reply, ChildFailure) else reply.get("error", "?")
+    if (why := failure(reply)) is not None:
         raise _finish(res, Status.RUNTIME_ERROR, f"re-timing with a device synchronize failed: {why}"[:600])
     res.timing = TimingStats.from_dict(reply["stats"])
     res.findings.append(Finding(
@@ -471,7 +465,7 @@ def _speed_of_light(ref: Child, res: EvalResult, cfg: EvalConfig, moved: int, ca
         bw = hit.get("bytes_per_s")
     if bw is None:
         reply = ref.request({"cmd": "bandwidth", "nbytes": (1 << 30) if cfg.device == "cuda" else (64 << 20)}, cfg.baseline_timeout)
-        bw = reply.get("bytes_per_s") if isinstance(reply, dict) and reply.get("ok") else None
+        bw = reply.get("bytes_per_s") if failure(reply) is None else None
         if bw and cache is not None:
             cache.put(key, {"bytes_per_s": bw})
     if not bw or not moved or res.time_ms is None:
@@ -497,10 +491,9 @@ def _baselines(cfg: EvalConfig, res: EvalResult, ref: Child, timing: dict[str, A
     if not cfg.compile_baseline:
         return
     reply = ref.request({**timing, "compiled": True}, cfg.baseline_timeout)
-    if isinstance(reply, dict) and reply.get("ok"):
+    if (why := failure(reply)) is None:
         res.compile_timing = TimingStats.from_dict(reply["stats"])
     else:
-        why = reply.message if isinstance(reply, ChildFailure) else reply.get("error", "?")
         res.findings.append(Finding("compile-baseline-failed", f"torch.compile of the reference failed ({why}); eager stands in", Severity.WARN))
     if cache is not None and res.compile_timing is not None:  # a failed compile may be transient: retry next time
         cache.put(key, {"eager": res.eager_timing.__dict__, "compile": res.compile_timing.__dict__})

@@ -102,6 +102,13 @@ class ChildFailure:
     log: str = ""
 
 
+def failure(reply: dict[str, Any] | ChildFailure) -> str | None:
+    """Why a request did not succeed (the child failed, or its handler raised), or None."""
+    if isinstance(reply, ChildFailure):
+        return reply.message
+    return None if reply.get("ok") else str(reply.get("error", "?"))
+
+
 class Child:
     """A spawned `python -m cuda_agent.eval.child` with a JSON-lines channel."""
 
@@ -131,10 +138,8 @@ class Child:
                 self._log.flush()
             # only the end: a candidate may have written gigabytes (bounded by the sandbox's RLIMIT_FSIZE)
             with open(self.log_path, "rb") as f:
-                size = f.seek(0, os.SEEK_END)
-                f.seek(max(0, size - 4 * LOG_TAIL_CHARS))
-                text = f.read().decode(errors="replace")
-            return tail(text if size <= 4 * LOG_TAIL_CHARS else "[...]" + text)
+                f.seek(max(0, f.seek(0, os.SEEK_END) - 4 * LOG_TAIL_CHARS))
+                return tail(f.read().decode(errors="replace"))
         except OSError:
             return ""
 
