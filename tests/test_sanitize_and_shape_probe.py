@@ -66,14 +66,15 @@ def test_cli_accepts_the_flag():
 
 
 STAND_IN = '''#!{python}
-"""Stand-in for compute-sanitizer: runs the command, then writes a summary with {errors} errors."""
+"""Stand-in for compute-sanitizer: runs the command (or, with die, lets it die at once, as a kernel
+aborted by memcheck ends the call), then writes a summary with {errors} errors."""
 import subprocess, sys
 args, log, check = sys.argv[1:], None, None
 while args and args[0].startswith("--"):
     opt, val, args = args[0], args[1], args[2:]
     log = val if opt == "--log-file" else log
     check = val if opt == "--tool" else check
-rc = subprocess.run(args, close_fds=False).returncode
+rc = 1 if {die} else subprocess.run(args, close_fds=False).returncode
 with open(log, "w") as f:
     f.write("========= Invalid __global__ read of size 4 bytes\\n" if {errors} else "")
     f.write("========= ERROR SUMMARY: {errors} errors\\n" if check == "memcheck" else
@@ -82,11 +83,11 @@ sys.exit(rc)
 '''
 
 
-def _stand_in(tmp_path, errors: int):
+def _stand_in(tmp_path, errors: int, die: bool = False):
     import sys
 
-    tool = tmp_path / f"sanitizer_{errors}"
-    tool.write_text(STAND_IN.format(python=sys.executable, errors=errors))
+    tool = tmp_path / f"sanitizer_{errors}{'_dying' if die else ''}"
+    tool.write_text(STAND_IN.format(python=sys.executable, errors=errors, die=die))
     tool.chmod(0o755)
     return tool
 
@@ -119,28 +120,11 @@ def test_grow_inputs_doubles_the_batch_like_dimension_only():
         grow_inputs([2.0], [3.0])
 
 
-DYING = '''#!{python}
-"""Stand-in whose target dies at once (as a kernel aborted by memcheck would end the call); report: {errors} errors."""
-import sys
-args, log = sys.argv[1:], None
-while args and args[0].startswith("--"):
-    log = args[1] if args[0] == "--log-file" else log
-    args = args[2:]
-open(log, "w").write("========= ERROR SUMMARY: {errors} errors\\n========= RACECHECK SUMMARY: {errors} hazards displayed ({errors} errors, 0 warnings)\\n")
-sys.exit(1)
-'''
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("errors,status,needle", [(2, Status.REJECTED, "sanitizer-memcheck"),
                                                   (0, Status.RUNTIME_ERROR, "failed under compute-sanitizer")])
 def test_a_target_that_dies_under_the_tool_is_judged_by_the_report(tmp_path, cache_env, monkeypatch, errors, status, needle):
-    import sys
-
-    tool = tmp_path / "dying"
-    tool.write_text(DYING.format(python=sys.executable, errors=errors))
-    tool.chmod(0o755)
-    monkeypatch.setenv(sanitize.OVERRIDE, str(tool))
+    monkeypatch.setenv(sanitize.OVERRIDE, str(_stand_in(tmp_path, errors, die=True)))
     r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(sanitize=True, reuse_results=False), phase="verify")
     assert r.status is status and r.reward == -1, (r.status, r.message)
     assert needle in r.message
