@@ -94,6 +94,7 @@ def hostile_ws(fault: str, dest: Path, outside: Path, port: int) -> Path:
     text = text.replace("#define HOSTILE_PORT 9", f"#define HOSTILE_PORT {port}")
     text = text.replace('#define HOSTILE_FILE "/tmp/cuda-agent-hostile-gpu"', f'#define HOSTILE_FILE "{outside}"')
     (ws / "kernels" / "hostile_binding.cpp").write_text(text)
+    shutil.copy(HOSTILE_DIR.parent.parent / "hostile_acts.h", ws / "kernels" / "hostile_acts.h")
     model = ws / "model_new.py"
     model.write_text(model.read_text().replace("cuda_extension.diag_scale_rows(", f"cuda_extension.{fault}("))
     return ws

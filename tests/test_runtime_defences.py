@@ -34,6 +34,7 @@ def hostile_ws(tmp_path: Path, behaviour: str, name: str = "ws", defines: dict[s
     for key, value in (defines or {}).items():
         text = text.replace(f"#define {key} ", f"#define {key} {value} //", 1)
     (ws / "kernels" / "hostile_binding.cpp").write_text(text)
+    shutil.copy(FIXTURES / "hostile_acts.h", ws / "kernels" / "hostile_acts.h")
     src = (LANE / "model_new.py").read_text().replace("cuda_extension.good(", f"cuda_extension.{behaviour}(")
     (ws / "model_new.py").write_text(src)
     return ws
@@ -145,7 +146,8 @@ def test_thread_left_running_is_rejected_at_runtime(tmp_path, cache_env, no_stat
 @pytest.mark.slow
 def test_good_candidate_passes_the_guards_and_faster_than_light_warns(tmp_path, cache_env):
     ws = hostile_ws(tmp_path, "good")
-    (ws / "kernels" / "hostile_binding.cpp").unlink()
+    for f in ("hostile_binding.cpp", "hostile_acts.h"):  # the honest kernels only
+        (ws / "kernels" / f).unlink()
     r = evaluate_workspace(ws, config=cpu_cfg(bandwidth=1e3))  # 1 kB/s: every time beats this floor
     assert r.status is Status.OK and r.reward in (1, 2, 3), (r.message, r.log[-2000:])
     assert r.defences.get("runtime_guards") == "on"
