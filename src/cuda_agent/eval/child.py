@@ -46,7 +46,7 @@ import torch
 from cuda_agent.eval.compare import compare_outputs
 from cuda_agent.eval.result import CheckRecord
 from cuda_agent.eval.runtime_checks import OpLog, new_threads, thread_ids
-from cuda_agent.eval.tensorfile import TensorFileError, dtype_name, load_tensors, save_tensors
+from cuda_agent.eval.tensorfile import Staging, TensorFileError, dtype_name, load_tensors, save_tensors
 from cuda_agent.eval.timing import derive_seed, make_clock, time_calls
 
 
@@ -62,6 +62,14 @@ class State:
         self.guard = False  # candidate role: op log and thread census (runtime_checks)
         self.ops: dict[str, int] = {}
         self.threads: list[str] = []
+        self._staging: Staging | None = None
+
+    @property
+    def staging(self) -> Staging:
+        """The host buffer every output file passes through (pinned on a GPU), made on first use."""
+        if self._staging is None:
+            self._staging = Staging(pin=self.device.type == "cuda")
+        return self._staging
 
     def guard_report(self) -> dict[str, Any]:
         return {"ops": dict(self.ops), "new_threads": list(self.threads)}
@@ -215,7 +223,7 @@ def _save(st: State, outs: list[Any], inputs: list[Any], path: str) -> dict[str,
     tensors = [t for t in outs if isinstance(t, torch.Tensor)]
     st.out_nbytes = sum(t.numel() * t.element_size() for t in tensors)
     if len(tensors) == len(outs):
-        save_tensors(path, tensors)
+        save_tensors(path, tensors, st.staging)
     return {"file": path, "meta": meta}
 
 
@@ -254,7 +262,7 @@ def cmd_compare(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     ref = [t for t in st.kept[msg["ref"]] if isinstance(t, torch.Tensor)]
     t0 = time.perf_counter()
     try:
-        out = [t.to(st.device) for t in load_tensors(msg["file"], msg["max_bytes"])] if os.path.exists(msg["file"]) else []
+        out = load_tensors(msg["file"], msg["max_bytes"], st.staging, st.device) if os.path.exists(msg["file"]) else []
     except (TensorFileError, OSError) as e:
         return {"check": asdict(CheckRecord(label=msg["label"], passed=False, message=f"outputs could not be read back: {e}"))}
     finally:

@@ -7,6 +7,12 @@ writer cannot execute code in the reader; sizes are checked against the file
 and against `max_bytes`. Imports only the standard library and torch (it runs
 inside evaluation children too).
 
+Both take an optional `Staging`: one host buffer, grown when needed and reused
+for every tensor (pinned when the device is a GPU). Faulting in a fresh 256 MB
+host buffer per output cost more than the copy itself (0.15-0.9 s per file,
+against 0.04 s into a reused one): on the bundled examples the save and the
+read-back were most of an evaluation's verify time.
+
 Not guaranteed: authenticity. Anyone who can write the file can change its
 numbers; the parent names the file in a directory the candidate is not told about.
 """
@@ -37,20 +43,42 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def save_tensors(path: str | Path, tensors: list[torch.Tensor]) -> None:
+class Staging:
+    """A grow-only host byte buffer reused across saves and loads of one process."""
+
+    def __init__(self, pin: bool = False):
+        self.pin = pin
+        self._buf = torch.empty(0, dtype=torch.uint8)
+
+    def take(self, nbytes: int) -> torch.Tensor:
+        """The first `nbytes` of the buffer; its contents are overwritten by the next `take`."""
+        if self._buf.numel() < nbytes:
+            self._buf = torch.empty(0, dtype=torch.uint8)  # free the old one before the new allocation
+            self._buf = torch.empty(nbytes, dtype=torch.uint8, pin_memory=self.pin)
+        return self._buf[:nbytes]
+
+
+def save_tensors(path: str | Path, tensors: list[torch.Tensor], staging: Staging | None = None) -> None:
     header = {"tensors": [{"dtype": dtype_name(t.dtype), "shape": list(t.shape)} for t in tensors]}
     tmp = f"{path}.tmp"
     with open(tmp, "wb") as f:
         f.write(json.dumps(header).encode() + b"\n")
         for t in tensors:
             if t.numel():
-                # one device-to-host copy, then the bytes go straight to the file
-                flat = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu()
-                f.write(memoryview(flat.numpy()))
+                flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
+                if staging is not None:  # one device-to-host copy into the reused buffer
+                    host = staging.take(flat.numel())
+                    host.copy_(flat)
+                else:
+                    host = flat.cpu()
+                f.write(memoryview(host.numpy()))
     os.replace(tmp, path)
 
 
-def load_tensors(path: str | Path, max_bytes: int) -> list[torch.Tensor]:
+def load_tensors(path: str | Path, max_bytes: int, staging: Staging | None = None,
+                 device: torch.device | str | None = None) -> list[torch.Tensor]:
+    """The tensors of `path`, on `device` (default: the CPU). With `staging` the bytes
+    pass through the reused buffer and every returned tensor is a copy of its own."""
     size = os.path.getsize(path)
     if size > max_bytes:
         raise TensorFileError(f"output file is {size} bytes, more than the {max_bytes} allowed")
@@ -77,12 +105,15 @@ def load_tensors(path: str | Path, max_bytes: int) -> list[torch.Tensor]:
             nbytes = n * torch.empty((), dtype=dt).element_size()
             if nbytes > left:
                 raise TensorFileError("tensor file is truncated")
-            # read straight into the tensor's memory: no intermediate copies
-            buf = torch.empty(nbytes, dtype=torch.uint8)
+            buf = staging.take(nbytes) if staging is not None else torch.empty(nbytes, dtype=torch.uint8)
             if nbytes and f.readinto(memoryview(buf.numpy())) != nbytes:
                 raise TensorFileError("tensor file is truncated")
             left -= nbytes
-            out.append(buf.view(dt).reshape(shape) if nbytes else torch.empty(shape, dtype=dt))
+            t = buf.view(dt).reshape(shape) if nbytes else torch.empty(shape, dtype=dt)
+            if staging is not None or device is not None:
+                # a copy: the staging buffer is overwritten by the next tensor
+                t = t.to(device or "cpu", copy=True)
+            out.append(t)
         if left != 0:
             raise TensorFileError("tensor file has trailing bytes")
     return out

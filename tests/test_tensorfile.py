@@ -1,0 +1,81 @@
+"""The output-file format between evaluation children: round trips, the reused
+staging buffer, and the refusals a hostile writer runs into."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from cuda_agent.eval.tensorfile import Staging, TensorFileError, load_tensors, save_tensors
+
+
+def _tensors(seed: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [
+        torch.randn(37, 53, generator=g),
+        torch.randn(8, 6, generator=g, dtype=torch.float64).t(),  # not contiguous
+        torch.randint(-5, 5, (11,), generator=g, dtype=torch.int32),
+        torch.randn(3, 4, generator=g).to(torch.bfloat16),
+        torch.empty(0, 7),
+    ]
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_round_trip_keeps_values_dtypes_and_shapes(tmp_path, staged):
+    st = Staging() if staged else None
+    src = _tensors(1)
+    save_tensors(tmp_path / "a.bin", src, st)
+    back = load_tensors(tmp_path / "a.bin", 1 << 20, st)
+    assert len(back) == len(src)
+    for a, b in zip(src, back, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert torch.equal(a, b)
+
+
+def test_staged_loads_are_independent_copies(tmp_path):
+    """The staging buffer is overwritten by the next load: what a load returned must not change."""
+    st = Staging()
+    big, small = torch.arange(1000, dtype=torch.float32), torch.full((10,), -3.0)
+    save_tensors(tmp_path / "big.bin", [big], st)
+    save_tensors(tmp_path / "small.bin", [small], st)
+    first = load_tensors(tmp_path / "big.bin", 1 << 20, st)[0]
+    second = load_tensors(tmp_path / "small.bin", 1 << 20, st)[0]
+    assert torch.equal(first, big) and torch.equal(second, small)
+    # the buffer grew once to the larger size and was reused for the smaller one
+    assert st.take(4).data_ptr() == st.take(4000).data_ptr()
+
+
+def test_staged_save_is_what_was_passed_not_the_buffer(tmp_path):
+    st = Staging()
+    a, b = torch.ones(64), torch.zeros(64) - 2
+    save_tensors(tmp_path / "one.bin", [a, b], st)  # both pass through the same buffer
+    got = load_tensors(tmp_path / "one.bin", 1 << 20)
+    assert torch.equal(got[0], a) and torch.equal(got[1], b)
+
+
+def _write(path, header: bytes, body: bytes) -> None:
+    path.write_bytes(header + body)
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_refuses_truncated_trailing_malformed_and_oversized(tmp_path, staged):
+    st = Staging() if staged else None
+    head = json.dumps({"tensors": [{"dtype": "float32", "shape": [4]}]}).encode() + b"\n"
+    _write(tmp_path / "t.bin", head, b"\0" * 12)
+    with pytest.raises(TensorFileError, match="truncated"):
+        load_tensors(tmp_path / "t.bin", 1 << 20, st)
+    _write(tmp_path / "x.bin", head, b"\0" * 20)
+    with pytest.raises(TensorFileError, match="trailing"):
+        load_tensors(tmp_path / "x.bin", 1 << 20, st)
+    _write(tmp_path / "m.bin", b'{"tensors": [{"dtype": "object", "shape": [1]}]}\n', b"\0" * 8)
+    with pytest.raises(TensorFileError, match="malformed"):
+        load_tensors(tmp_path / "m.bin", 1 << 20, st)
+    _write(tmp_path / "n.bin", b"no header at all", b"")
+    with pytest.raises(TensorFileError, match="no header"):
+        load_tensors(tmp_path / "n.bin", 1 << 20, st)
+    _write(tmp_path / "o.bin", head, b"\0" * 16)
+    with pytest.raises(TensorFileError, match="more than"):
+        load_tensors(tmp_path / "o.bin", 8, st)
+    assert torch.equal(load_tensors(tmp_path / "o.bin", 1 << 20, st)[0], torch.zeros(4))
