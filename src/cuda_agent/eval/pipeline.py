@@ -183,6 +183,10 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
                                        wrap=partial(box.wrap, writable=rw) if box is not None and role == "candidate" else None,
                                        child_args=("--warm-oplog",) if cfg.runtime_guards and role == "candidate" else ())
                 stack.callback(children[role].close)
+        seeds = _Seeds.draw(cfg)
+        if children:
+            # the reference needs no build: it sets up and computes its outputs while nvcc runs
+            _start_reference(children["reference"], cand, cfg, res, seeds)
         so_path = _build(cand, cfg, gpu, res)
         if cfg.phase == "compile" and cand.kind == "workspace":
             res.message = "compiled"  # a GPU is not needed for this phase
@@ -191,7 +195,33 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
             what = "compiled with nvcc" if cand.kind == "workspace" else "checked statically (load_inline compiles on the GPU machine)"
             res.status, res.message = Status.NO_GPU, f"{what}; correctness and timing need a CUDA GPU, and none is visible"
             raise _Stop(res)
-        _check_and_time(cand, cfg, tmp, res, children["reference"], children["candidate"], so_path, cache)
+        _check_and_time(cand, cfg, tmp, res, children["reference"], children["candidate"], so_path, cache, seeds)
+
+
+@dataclass
+class _Seeds:
+    """The secret seeds of one evaluation (fresh per evaluation: nothing to memorise)."""
+
+    init: int
+    correctness: list[int]
+    timing: list[int]
+
+    @classmethod
+    def draw(cls, cfg: EvalConfig) -> _Seeds:
+        return cls(secrets.randbits(62), [secrets.randbits(62) for _ in range(cfg.n_correctness)],
+                   [secrets.randbits(62) for _ in range(cfg.n_timing_sets)])
+
+
+def _setup_msg(cand: Candidate, cfg: EvalConfig, seeds: _Seeds) -> dict[str, Any]:
+    return {"cmd": "setup", "task_path": str(cand.root / "model.py"), "init_seed": seeds.init,
+            "precision": cand.task.precision, "device": cfg.device}
+
+
+def _start_reference(ref: Child, cand: Candidate, cfg: EvalConfig, res: EvalResult, seeds: _Seeds) -> None:
+    """Queue the reference's setup and its correctness outputs; `_check_and_time` takes the replies."""
+    _send(ref, res, _setup_msg(cand, cfg, seeds), "reference")
+    ref_seeds = seeds.correctness if cfg.fresh_timing_inputs else seeds.correctness + seeds.timing
+    _send(ref, res, {"cmd": "run", "seeds": ref_seeds, "keep": True, "tag": "ref"}, "reference")
 
 
 def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalResult) -> Path | None:
@@ -225,46 +255,66 @@ def child_env(precision: str) -> dict[str, str]:
 
 
 def _ask(child: Child, res: EvalResult, msg: dict[str, Any], timeout: float, phase: str) -> dict[str, Any]:
+    _send(child, res, msg, phase)
+    return _recv(child, res, timeout, phase, str(msg.get("cmd")))
+
+
+def _send(child: Child, res: EvalResult, msg: dict[str, Any], phase: str) -> None:
+    """Queue a command; its reply is taken later with `_recv` (the two children work at once)."""
+    if (fail := child.send(msg)) is not None:
+        raise _finish(res, Status.RUNTIME_ERROR, f"{phase}: {_who(child)}: {fail.message}", fail.log)
+
+
+def _recv(child: Child, res: EvalResult, timeout: float, phase: str, cmd: str) -> dict[str, Any]:
+    """The next reply of `child`; the wait is booked to `phase`, with the child's own split."""
     t0 = time.monotonic()
-    reply = child.request(msg, timeout)
+    reply = child.receive(timeout, cmd)
     res.phases_s[phase] = round(res.phases_s.get(phase, 0.0) + time.monotonic() - t0, 3)
     if isinstance(reply, dict):
         for part, sec in (reply.get("t") or {}).items():  # the child's own split of the phase
             if isinstance(sec, (int, float)):
                 key = f"{phase}.{part}"
                 res.phases_s[key] = round(res.phases_s.get(key, 0.0) + float(sec), 3)
-    who = "the reference model" if child.role == "reference" else "the candidate"
     if isinstance(reply, ChildFailure):
         status = Status.TIMEOUT if reply.kind == "timeout" else Status.RUNTIME_ERROR
-        raise _finish(res, status, f"{phase}: {who}: {reply.message}", reply.log)
+        raise _finish(res, status, f"{phase}: {_who(child)}: {reply.message}", reply.log)
     if not reply.get("ok"):
         child.kill()  # never reuse a child after an error: its CUDA context may be poisoned
-        raise _finish(res, Status.RUNTIME_ERROR, f"{phase}: {who} raised {reply.get('error', '?')}"[:600],
+        raise _finish(res, Status.RUNTIME_ERROR, f"{phase}: {_who(child)} raised {reply.get('error', '?')}"[:600],
                       str(reply.get("traceback", "")) + "\n" + child.log_tail())
     return reply
+
+
+def _who(child: Child) -> str:
+    return "the reference model" if child.role == "reference" else "the candidate"
 
 
 def _compare(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, label: str, ref_label: str,
              rec: dict[str, Any], max_bytes: int) -> CheckRecord:
     """The trusted reference process compares on the device; only numbers come back."""
+    _compare_send(ref, res, task, label, ref_label, rec, max_bytes)
+    return _compare_recv(ref, res, cfg)
+
+
+def _compare_send(ref: Child, res: EvalResult, task: Task, label: str, ref_label: str,
+                  rec: dict[str, Any], max_bytes: int) -> None:
     msg = {"cmd": "compare", "ref": ref_label, "label": label, "file": str(rec.get("file", "")),
            "meta": rec.get("meta", []), "atol": task.atol, "rtol": task.rtol, "max_bytes": max_bytes}
-    chk = CheckRecord(**_ask(ref, res, msg, cfg.correctness_timeout, "compare")["check"])
+    _send(ref, res, msg, "compare")
+
+
+def _compare_recv(ref: Child, res: EvalResult, cfg: EvalConfig) -> CheckRecord:
+    chk = CheckRecord(**_recv(ref, res, cfg.correctness_timeout, "compare", "compare")["check"])
     res.checks.append(chk)
     return chk
 
 
 def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, ref: Child, cnd: Child,
-                    so_path: Path | None, cache: KVCache | None) -> None:
+                    so_path: Path | None, cache: KVCache | None, seeds: _Seeds) -> None:
     task = cand.task
-    init_seed = secrets.randbits(62)
-    seeds = [secrets.randbits(62) for _ in range(cfg.n_correctness)]
-    tseeds = [secrets.randbits(62) for _ in range(cfg.n_timing_sets)]
-    setup = {"cmd": "setup", "task_path": str(cand.root / "model.py"), "init_seed": init_seed,
-             "precision": task.precision, "device": cfg.device}
-    _ask(ref, res, setup, cfg.load_timeout, "reference")
-    ref_seeds = seeds if cfg.fresh_timing_inputs else seeds + tseeds
-    reply = _ask(ref, res, {"cmd": "run", "seeds": ref_seeds, "keep": True, "tag": "ref"}, cfg.correctness_timeout, "reference")
+    setup = _setup_msg(cand, cfg, seeds)
+    _recv(ref, res, cfg.load_timeout, "reference", "setup")  # both queued by _start_reference
+    reply = _recv(ref, res, cfg.correctness_timeout, "reference", "run")
     ref_bytes = max(sum(m.get("nbytes", 0) for m in r["meta"]) for r in reply["outputs"])
     moved = max(sum(m.get("nbytes", 0) for m in r["meta"]) + r.get("in_nbytes", 0) for r in reply["outputs"])
     max_bytes = 4 * ref_bytes + (1 << 20)  # a candidate writing gigabytes is cut off, not read
@@ -278,24 +328,17 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     if cfg.phase == "compile":
         res.message = "compiled and loaded"
         raise _Stop(res)
-    reply = _ask(cnd, res, {"cmd": "run", "seeds": seeds, "out_dir": str(tmp / "io_candidate")}, cfg.correctness_timeout, "verify")
-    _guard(res, reply, cfg, "correctness runs")
-    for i, rec in enumerate(reply["outputs"]):
-        if rec.get("inputs_mutated"):
-            raise _finish(res, Status.INCORRECT, "the candidate modified its input tensors")
-        chk = _compare(ref, res, cfg, task, f"seed#{i}", f"ref#{i}", rec, max_bytes)
-        if not chk.passed:
-            raise _finish(res, Status.INCORRECT, f"wrong output on input set {i}: {chk.message}")
+    _verify(cfg, tmp, res, task, ref, cnd, seeds.correctness, max_bytes)
     res.correct = True
     if cfg.sanitize:
-        _sanitize(cand, cfg, tmp, res, {**setup, "solution": sol, "guard": False}, seeds[0])
+        _sanitize(cand, cfg, tmp, res, {**setup, "solution": sol, "guard": False}, seeds.correctness[0])
     grow = {"seeds": [secrets.randbits(62)], "grow_seed": secrets.randbits(62)}
     if cfg.phase == "verify":
         if cfg.shape_probe:
             _shape_probe(ref, res, cfg, task, _probe_candidate(cnd, cfg, tmp, grow), grow, max_bytes)
-        res.message = f"correct on {len(seeds)} fresh input sets"
+        res.message = f"correct on {len(seeds.correctness)} fresh input sets"
         raise _Stop(res)
-    timing: dict[str, Any] = {"cmd": "time", "seeds": tseeds, "n_warmup": cfg.n_warmup, "n_timed": cfg.n_timed,
+    timing: dict[str, Any] = {"cmd": "time", "seeds": seeds.timing, "n_warmup": cfg.n_warmup, "n_timed": cfg.n_timed,
                               "max_cv": cfg.max_cv, "max_rounds": cfg.max_rounds}
     if cfg.fresh_timing_inputs:
         timing["fresh_seed"] = secrets.randbits(62)
@@ -305,10 +348,13 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     res.timing = TimingStats.from_dict(reply["stats"])
     if cfg.side_stream_guard and cfg.device == "cuda" and side_stream_suspect(reply["stats"]):
         _retime_synced(cnd, res, cfg, cmsg)
-    # after timing: a candidate that fails on the grown inputs may leave its CUDA context unusable
-    grown = _probe_candidate(cnd, cfg, tmp, grow) if cfg.shape_probe else None
+    # after timing: a candidate that fails on the grown inputs may leave its CUDA context unusable.
+    # It runs them while the reference checks the timed outputs; the baselines, timed, come after.
+    if cfg.shape_probe:
+        _send(cnd, res, _probe_msg(tmp, grow), "shape_probe")
+    _check_timed_outputs(ref, res, cfg, task, reply["outputs"], timing, len(seeds.correctness), max_bytes)
+    grown = _probe_reply(cnd.receive(cfg.correctness_timeout, "run")) if cfg.shape_probe else None
     cnd.close()
-    _check_timed_outputs(ref, res, cfg, task, reply["outputs"], timing, len(seeds), max_bytes)
     _baselines(cfg, res, ref, timing, cache)
     t, te = res.timing.median_ms, res.eager_timing.median_ms if res.eager_timing else None
     tc = res.compile_timing.median_ms if res.compile_timing else te  # compile unusable: eager stands in
@@ -322,11 +368,44 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
         _shape_probe(ref, res, cfg, task, grown, grow, max_bytes)
 
 
-def _probe_candidate(cnd: Child, cfg: EvalConfig, tmp: Path, grow: dict[str, Any]) -> dict[str, Any]:
+def _probe_msg(tmp: Path, grow: dict[str, Any]) -> dict[str, Any]:
+    return {"cmd": "run", **grow, "out_dir": str(tmp / "io_candidate"), "tag": "grow"}
+
+
+def _probe_reply(reply: dict[str, Any] | ChildFailure) -> dict[str, Any]:
     """The candidate's output on the shape probe's inputs, or {"error": why}."""
-    reply = cnd.request({"cmd": "run", **grow, "out_dir": str(tmp / "io_candidate"), "tag": "grow"}, cfg.correctness_timeout)
     why = failure(reply)
-    return {"error": why} if why is not None else reply["outputs"][0]
+    return {"error": why} if why is not None else reply["outputs"][0]  # type: ignore[index]
+
+
+def _probe_candidate(cnd: Child, cfg: EvalConfig, tmp: Path, grow: dict[str, Any]) -> dict[str, Any]:
+    return _probe_reply(cnd.request(_probe_msg(tmp, grow), cfg.correctness_timeout))
+
+
+def _verify(cfg: EvalConfig, tmp: Path, res: EvalResult, task: Task, ref: Child, cnd: Child,
+            seeds: list[int], max_bytes: int) -> None:
+    """Correctness on every fresh seed, one input set per request so that the reference compares
+    set i-1 while the candidate computes and writes set i (the files of large outputs take
+    about as long to write as to read back)."""
+    pending: int | None = None
+    for i, seed in enumerate(seeds):
+        _send(cnd, res, {"cmd": "run", "seeds": [seed], "out_dir": str(tmp / "io_candidate"), "tag": f"seed{i}"}, "verify")
+        if pending is not None:
+            _verified(res, _compare_recv(ref, res, cfg), pending)
+        reply = _recv(cnd, res, cfg.correctness_timeout, "verify", "run")
+        _guard(res, reply, cfg, "correctness runs")
+        rec = reply["outputs"][0]
+        if rec.get("inputs_mutated"):
+            raise _finish(res, Status.INCORRECT, "the candidate modified its input tensors")
+        _compare_send(ref, res, task, f"seed#{i}", f"ref#{i}", rec, max_bytes)
+        pending = i
+    if pending is not None:
+        _verified(res, _compare_recv(ref, res, cfg), pending)
+
+
+def _verified(res: EvalResult, chk: CheckRecord, i: int) -> None:
+    if not chk.passed:
+        raise _finish(res, Status.INCORRECT, f"wrong output on input set {i}: {chk.message}")
 
 
 def _shape_probe(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, cand_rec: dict[str, Any],

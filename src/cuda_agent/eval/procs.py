@@ -8,7 +8,8 @@ Contract:
 - `Child` is one spawned Python process speaking newline-delimited JSON over
   two pipes the parent created (never its stdout, which goes to a log file).
   `request` returns the child's reply, or a `ChildFailure` for a timeout, a
-  death or a garbled reply; after any failure the child is killed and must not
+  death or a garbled reply (`send` then `receive` is the same in two steps, so
+  a command can run while the parent waits on another child); after any failure the child is killed and must not
   be reused (a CUDA error poisons its context).
 - `Child(..., wrap=f)` starts `f(argv)` instead of argv (the sandbox's
   namespace and rlimit wrapper); the pipes pass through it unchanged.
@@ -144,17 +145,28 @@ class Child:
             return ""
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any] | ChildFailure:
+        return self.send(msg) or self.receive(timeout, str(msg.get("cmd")))
+
+    def send(self, msg: dict[str, Any]) -> ChildFailure | None:
+        """Queue a command without waiting (the child answers in order): the parent can keep
+        two children busy at once, e.g. the reference comparing while the candidate runs."""
         if self.dead:
             return ChildFailure("died", f"{self.role} process is no longer usable")
         try:
             os.write(self._wfd, (json.dumps(msg) + "\n").encode())
         except (BrokenPipeError, OSError):
             return self._fail("died", f"{self.role} process exited before '{msg.get('cmd')}'")
+        return None
+
+    def receive(self, timeout: float, cmd: str = "request") -> dict[str, Any] | ChildFailure:
+        """The next reply, in the order the commands were sent."""
+        if self.dead:
+            return ChildFailure("died", f"{self.role} process is no longer usable")
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
-                return self._fail("timeout", f"'{msg.get('cmd')}' exceeded its {timeout:.0f} s budget")
+                return self._fail("timeout", f"'{cmd}' exceeded its {timeout:.0f} s budget")
             ready, _, _ = select.select([self._rfd], [], [], min(left, 1.0))
             if not ready:
                 if self.proc.poll() is not None:
