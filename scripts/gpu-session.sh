@@ -5,8 +5,8 @@
 #   B: examples (+ single-file), pytest -m gpu, defence overhead x3  (issues 2, 3) ~6 min
 #   C: bench of the examples + report, pool throughput               (issue 5)  ~8 min
 #   D: edit -> result turnaround and the two-process spread          (issue 2)  ~6 min
-#   E: D without the naive chain, then defence overhead x3 and pytest -m gpu
-#      (a re-check after an evaluator change, when A-D were already run) ~7 min
+#   E: D without the naive chain and with 5 s idle before each edit (the agent's turn, when
+#      the spare children warm up), then defence overhead x3 and pytest -m gpu ~8 min
 # pytest -m gpu needs the openai wheels: carry .whl (see examples/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +25,7 @@ case "${1:-}" in
      python3 -m cuda_agent report "$OUT/runs/ex" 2>&1 | tail -14
      timeout 280 python3 benchmarks/pool_throughput.py --variants 2 --only diag_matmul gelu_chain rmsnorm_wide 2>&1 | quiet | tail -12 ;;
   D) timeout 570 python3 benchmarks/eval_turnaround.py --naive 1 --edits 3 2>&1 | quiet | tail -40 ;;
-  E) timeout 330 python3 benchmarks/eval_turnaround.py --naive 0 --edits 3 2>&1 | quiet | tail -12
+  E) timeout 330 python3 benchmarks/eval_turnaround.py --naive 0 --edits 3 --think 5 2>&1 | quiet | tail -12
      timeout 200 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-examples --overhead 3 2>&1 | quiet | tail -14 ;;
   *) echo "usage: scripts/gpu-session.sh A|B|C|D|E" >&2; exit 2 ;;
 esac

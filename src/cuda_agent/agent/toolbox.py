@@ -198,8 +198,11 @@ class Toolbox:
     def _evaluate_fn(self) -> Evaluator:
         if self._evaluator is None:
             from cuda_agent.eval.api import evaluate_workspace
+            from cuda_agent.eval.config import EvalConfig
 
-            self._evaluator = lambda ws, phase: evaluate_workspace(ws, phase=phase)  # type: ignore[arg-type]
+            # spare children: the next evaluation's start-up overlaps the model's turn
+            self._evaluator = lambda ws, phase: evaluate_workspace(  # type: ignore[arg-type]
+                ws, phase=phase, config=EvalConfig(spare_children=True))
         return self._evaluator
 
     def _render_fn(self) -> Renderer:

@@ -14,6 +14,8 @@ Contract:
   a build-cache hit, so GPUs never wait on nvcc. A candidate that fails there
   (compile error, rejected by static checks, compile timeout) gets that
   result and never takes a GPU. Compile-only jobs run on the farm only.
+  GPU slots evaluate with `spare_children` (eval.warm): each keeps the next
+  job's two children starting while it finishes the current one.
 - `make_pool(ray=True)` or RAY_ADDRESS: `ray_pool.RayPool`, the same jobs as
   Ray tasks with GPU resources declared per task.
 - Both share the evaluator's caches under cache_root(): build objects,
@@ -113,6 +115,9 @@ class LocalPool:
         job.validate()
         if self.arch and job.config.arch is None:
             job = dataclasses.replace(job, config=dataclasses.replace(job.config, arch=self.arch))
+        if self._envs and self._envs[0] and not job.config.spare_children:
+            # a GPU slot is a long-lived process: its next pair of children warms while this job ends
+            job = dataclasses.replace(job, config=dataclasses.replace(job.config, spare_children=True))
         out: Future[EvalResult] = Future()
         if job.kind == "workspace" and job.phase == "compile":
             self._chain(self._farm.submit(run_job, job), out, None)

@@ -157,6 +157,11 @@ def cmd_setup(st: State, msg: dict[str, Any]) -> dict[str, Any]:
         torch.backends.cudnn.allow_tf32 = False
         torch.set_float32_matmul_precision("highest")
     st.guard = bool(msg.get("guard")) and st.role == "candidate"
+    if msg.get("cwd"):
+        # a child started ahead of its evaluation (eval.warm) moves into the staged dir now:
+        # the candidate sees the same working dir and sibling imports as a child started there
+        os.chdir(msg["cwd"])
+        sys.path.insert(0, msg["cwd"])
     if msg.get("device") == "cpu":
         st.device = torch.device("cpu")
     else:

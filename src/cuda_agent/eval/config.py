@@ -54,3 +54,7 @@ class EvalConfig:
     shape_probe: bool = True  # one more call with the batch-like dim doubled (catches hardcoded shapes)
     sanitize: bool = False  # compute-sanitizer memcheck + racecheck over one call (slow; `eval --sanitize`)
     sanitize_timeout: float = 900.0  # per check: load + one call under the sanitizer
+    # After the evaluation, start the next one's two children (eval.warm), so that their start-up
+    # (2-3 s on an H200) overlaps the caller's idle time. For long-lived callers: the agent's
+    # tools, pool workers; a one-shot `cuda-agent eval` would start children it never uses.
+    spare_children: bool = False

@@ -28,11 +28,10 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +39,17 @@ from cuda_agent.eval import gpu as gpu_mod
 from cuda_agent.eval import sandbox as sandbox_mod
 from cuda_agent.eval import sanitize as sanitize_mod
 from cuda_agent.eval import speed_of_light as sol
+from cuda_agent.eval import warm
 from cuda_agent.eval.build import build
 from cuda_agent.eval.cache import KVCache
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.procs import Child, ChildFailure, failure, scrubbed_env
+from cuda_agent.eval.procs import Child, ChildFailure, failure
 from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, Status, TimingStats
 from cuda_agent.eval.reward import milestone_reward
 from cuda_agent.eval.runtime_checks import runtime_findings
 from cuda_agent.eval.static_gate import static_findings, workspace_findings
 from cuda_agent.eval.timing import derive_seed, side_stream_suspect
+from cuda_agent.eval.warm import child_dirs, child_env, log_dir
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import cache_root, stage
 
@@ -82,36 +83,8 @@ class _Stop(Exception):
         self.result = result
 
 
-def _log_dir(stack: ExitStack) -> Path:
-    """Children's logs go to the default temp dir (disk, usually), not to the /dev/shm scratch:
-    a candidate printing gigabytes (up to RLIMIT_FSIZE) should not take that much RAM."""
-    return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cuda-agent-logs-")))
-
-
-def _child_dirs(tmp: Path, name: str, env: dict[str, str], private_caches: bool) -> tuple[list[Path], dict[str, str]]:
-    """A child's io and tmp dirs (all a sandboxed candidate may write: fs_lock) and its environment.
-    `private_caches`: load_inline, inductor and triton caches inside its tmp dir, because its file
-    system is read-only elsewhere and no shared build dir should be one a candidate can poison."""
-    rw = [tmp / f"io_{name}", tmp / f"tmp_{name}"]
-    for d in rw:
-        d.mkdir()
-    out = {**env, "TMPDIR": str(rw[1])}
-    if private_caches:
-        for var, sub in (("TORCH_EXTENSIONS_DIR", "torch_extensions"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
-                         ("TRITON_CACHE_DIR", "triton")):
-            out[var] = str(rw[1] / sub)
-    return rw, out
-
-
-def _scratch() -> tempfile.TemporaryDirectory[str]:
-    # Outputs travel parent <-> child through files: keep them in memory when we can.
-    shm = "/dev/shm"
-    use = os.path.isdir(shm) and os.access(shm, os.W_OK)
-    return tempfile.TemporaryDirectory(prefix="cuda-agent-eval-", dir=shm if use else None)
-
-
 def run_workspace(workdir: Path, task: Task | None, cfg: EvalConfig) -> EvalResult:
-    with _scratch() as tmp:
+    with warm.scratch_dir() as tmp:
         staged = stage(workdir, Path(tmp) / "ws", task)
         cand = Candidate(staged.task, staged.root, staged.candidate_hash, "workspace", workspace_findings(staged))
         return evaluate(cand, cfg, Path(tmp))
@@ -121,7 +94,7 @@ def run_single_file(task: Task, solution: Path, cfg: EvalConfig) -> EvalResult:
     if not solution.is_file():
         raise FileNotFoundError(f"solution file not found: {solution}")
     text = solution.read_text(errors="replace")
-    with _scratch() as tmp:
+    with warm.scratch_dir() as tmp:
         root = Path(tmp) / "ws"
         root.mkdir()
         (root / "model.py").write_text(task.source)
@@ -150,6 +123,8 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
         _run(cand, cfg, tmp, gpu, res, cache)
     except _Stop as stop:
         res = stop.result
+    if cfg.spare_children and gpu is not None:
+        warm.prepare(cfg, cand.task.precision)  # the next evaluation's children warm while the caller is idle
     if cache is not None and res.status not in (Status.TIMEOUT, Status.NO_GPU):
         cache.put(rkey, res.to_dict())
     return res
@@ -169,24 +144,17 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
         where = f" ({f.file}:{f.line})" if f.file and f.line else (f" ({f.file})" if f.file else "")
         raise _finish(res, Status.REJECTED, f"rejected by rule {f.rule}{where}: {f.message}")
     with ExitStack() as stack:
-        children: dict[str, Child] = {}
+        pair: warm.Pair | None = None
         if gpu is not None and not (cfg.phase == "compile" and cand.kind == "workspace"):
-            # Start both children now: their torch import and CUDA start-up (seconds)
-            # overlap the build instead of following it.
-            env = child_env(cand.task.precision)
-            box, res.defences["sandbox"] = sandbox_mod.for_config(cfg)
-            logs = _log_dir(stack)
-            for role in ("reference", "candidate"):
-                rw, role_env = _child_dirs(tmp, role, env, private_caches=role == "candidate")
-                children[role] = Child(role, cwd=cand.root, env=role_env,
-                                       log_path=logs / f"{role}.log", warm_cuda=cfg.device == "cuda",
-                                       wrap=partial(box.wrap, writable=rw) if box is not None and role == "candidate" else None,
-                                       child_args=("--warm-oplog",) if cfg.runtime_guards and role == "candidate" else ())
-                stack.callback(children[role].close)
+            # Both children start before the build (or were started as the spare at the end of
+            # this process's last evaluation): their torch import and CUDA start-up overlap it.
+            pair = warm.pair_for(cfg, cand.task.precision)
+            stack.callback(pair.close)
+            res.defences["sandbox"] = pair.sandbox
         seeds = _Seeds.draw(cfg)
-        if children:
+        if pair is not None:
             # the reference needs no build: it sets up and computes its outputs while nvcc runs
-            _start_reference(children["reference"], cand, cfg, res, seeds)
+            _start_reference(pair.ref, cand, cfg, res, seeds)
         so_path = _build(cand, cfg, gpu, res)
         if cfg.phase == "compile" and cand.kind == "workspace":
             res.message = "compiled"  # a GPU is not needed for this phase
@@ -195,7 +163,8 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
             what = "compiled with nvcc" if cand.kind == "workspace" else "checked statically (load_inline compiles on the GPU machine)"
             res.status, res.message = Status.NO_GPU, f"{what}; correctness and timing need a CUDA GPU, and none is visible"
             raise _Stop(res)
-        _check_and_time(cand, cfg, tmp, res, children["reference"], children["candidate"], so_path, cache, seeds)
+        assert pair is not None
+        _check_and_time(cand, cfg, tmp, res, pair, so_path, cache, seeds)
 
 
 @dataclass
@@ -214,7 +183,7 @@ class _Seeds:
 
 def _setup_msg(cand: Candidate, cfg: EvalConfig, seeds: _Seeds) -> dict[str, Any]:
     return {"cmd": "setup", "task_path": str(cand.root / "model.py"), "init_seed": seeds.init,
-            "precision": cand.task.precision, "device": cfg.device}
+            "precision": cand.task.precision, "device": cfg.device, "cwd": str(cand.root)}
 
 
 def _start_reference(ref: Child, cand: Candidate, cfg: EvalConfig, res: EvalResult, seeds: _Seeds) -> None:
@@ -239,19 +208,6 @@ def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalR
             raise _finish(res, Status.TIMEOUT, f"compile exceeded its {cfg.compile_timeout:.0f} s budget", b.log)
         raise _finish(res, Status.COMPILE_ERROR, "compilation failed; see log", b.log)
     return b.so_path
-
-
-def child_env(precision: str) -> dict[str, str]:
-    """The environment of every evaluation child (also lint-task's reference)."""
-    root = cache_root()
-    extra = {
-        "TORCH_EXTENSIONS_DIR": str(root / "torch_extensions"),
-        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
-        "TRITON_CACHE_DIR": str(root / "triton"),
-    }
-    if precision == "fp32":
-        extra["NVIDIA_TF32_OVERRIDE"] = "0"  # no TF32 in cuBLAS/cuDNN, whatever the code asks for
-    return scrubbed_env(extra)
 
 
 def _ask(child: Child, res: EvalResult, msg: dict[str, Any], timeout: float, phase: str) -> dict[str, Any]:
@@ -309,9 +265,9 @@ def _compare_recv(ref: Child, res: EvalResult, cfg: EvalConfig) -> CheckRecord:
     return chk
 
 
-def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, ref: Child, cnd: Child,
+def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, pair: warm.Pair,
                     so_path: Path | None, cache: KVCache | None, seeds: _Seeds) -> None:
-    task = cand.task
+    task, ref, cnd, io = cand.task, pair.ref, pair.cnd, pair.cnd_io
     setup = _setup_msg(cand, cfg, seeds)
     _recv(ref, res, cfg.load_timeout, "reference", "setup")  # both queued by _start_reference
     reply = _recv(ref, res, cfg.correctness_timeout, "reference", "run")
@@ -328,21 +284,21 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     if cfg.phase == "compile":
         res.message = "compiled and loaded"
         raise _Stop(res)
-    _verify(cfg, tmp, res, task, ref, cnd, seeds.correctness, max_bytes)
+    _verify(cfg, io, res, task, ref, cnd, seeds.correctness, max_bytes)
     res.correct = True
     if cfg.sanitize:
         _sanitize(cand, cfg, tmp, res, {**setup, "solution": sol, "guard": False}, seeds.correctness[0])
     grow = {"seeds": [secrets.randbits(62)], "grow_seed": secrets.randbits(62)}
     if cfg.phase == "verify":
         if cfg.shape_probe:
-            _shape_probe(ref, res, cfg, task, _probe_candidate(cnd, cfg, tmp, grow), grow, max_bytes)
+            _shape_probe(ref, res, cfg, task, _probe_candidate(cnd, cfg, io, grow), grow, max_bytes)
         res.message = f"correct on {len(seeds.correctness)} fresh input sets"
         raise _Stop(res)
     timing: dict[str, Any] = {"cmd": "time", "seeds": seeds.timing, "n_warmup": cfg.n_warmup, "n_timed": cfg.n_timed,
                               "max_cv": cfg.max_cv, "max_rounds": cfg.max_rounds}
     if cfg.fresh_timing_inputs:
         timing["fresh_seed"] = secrets.randbits(62)
-    cmsg = {**timing, "out_dir": str(tmp / "io_candidate"), "checked": cfg.n_checked_timed}
+    cmsg = {**timing, "out_dir": str(io), "checked": cfg.n_checked_timed}
     reply = _ask(cnd, res, cmsg, cfg.timing_timeout, "timing")
     _guard(res, reply, cfg, "timed calls")
     res.timing = TimingStats.from_dict(reply["stats"])
@@ -351,7 +307,7 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     # after timing: a candidate that fails on the grown inputs may leave its CUDA context unusable.
     # It runs them while the reference checks the timed outputs; the baselines, timed, come after.
     if cfg.shape_probe:
-        _send(cnd, res, _probe_msg(tmp, grow), "shape_probe")
+        _send(cnd, res, _probe_msg(io, grow), "shape_probe")
     _check_timed_outputs(ref, res, cfg, task, reply["outputs"], timing, len(seeds.correctness), max_bytes)
     grown = _probe_reply(cnd.receive(cfg.correctness_timeout, "run")) if cfg.shape_probe else None
     cnd.close()
@@ -368,8 +324,8 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
         _shape_probe(ref, res, cfg, task, grown, grow, max_bytes)
 
 
-def _probe_msg(tmp: Path, grow: dict[str, Any]) -> dict[str, Any]:
-    return {"cmd": "run", **grow, "out_dir": str(tmp / "io_candidate"), "tag": "grow"}
+def _probe_msg(io: Path, grow: dict[str, Any]) -> dict[str, Any]:
+    return {"cmd": "run", **grow, "out_dir": str(io), "tag": "grow"}
 
 
 def _probe_reply(reply: dict[str, Any] | ChildFailure) -> dict[str, Any]:
@@ -378,18 +334,18 @@ def _probe_reply(reply: dict[str, Any] | ChildFailure) -> dict[str, Any]:
     return {"error": why} if why is not None else reply["outputs"][0]  # type: ignore[index]
 
 
-def _probe_candidate(cnd: Child, cfg: EvalConfig, tmp: Path, grow: dict[str, Any]) -> dict[str, Any]:
-    return _probe_reply(cnd.request(_probe_msg(tmp, grow), cfg.correctness_timeout))
+def _probe_candidate(cnd: Child, cfg: EvalConfig, io: Path, grow: dict[str, Any]) -> dict[str, Any]:
+    return _probe_reply(cnd.request(_probe_msg(io, grow), cfg.correctness_timeout))
 
 
-def _verify(cfg: EvalConfig, tmp: Path, res: EvalResult, task: Task, ref: Child, cnd: Child,
+def _verify(cfg: EvalConfig, io: Path, res: EvalResult, task: Task, ref: Child, cnd: Child,
             seeds: list[int], max_bytes: int) -> None:
     """Correctness on every fresh seed, one input set per request so that the reference compares
     set i-1 while the candidate computes and writes set i (the files of large outputs take
     about as long to write as to read back)."""
     pending: int | None = None
     for i, seed in enumerate(seeds):
-        _send(cnd, res, {"cmd": "run", "seeds": [seed], "out_dir": str(tmp / "io_candidate"), "tag": f"seed{i}"}, "verify")
+        _send(cnd, res, {"cmd": "run", "seeds": [seed], "out_dir": str(io), "tag": f"seed{i}"}, "verify")
         if pending is not None:
             _verified(res, _compare_recv(ref, res, cfg), pending)
         reply = _recv(cnd, res, cfg.correctness_timeout, "verify", "run")
@@ -445,7 +401,7 @@ def _sanitize(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setu
     env = {**child_env(cand.task.precision), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     done = []
     with ExitStack() as stack:
-        logs = _log_dir(stack)
+        logs = log_dir(stack)
         for check in sanitize_mod.CHECKS:
             done.append(_sanitize_one(cand, cfg, tmp, res, setup, seed, tool, box, env, logs, check))
     res.defences["sanitize"] = ", ".join(done)
@@ -454,7 +410,7 @@ def _sanitize(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setu
 def _sanitize_one(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setup: dict[str, Any], seed: int,
                   tool: str, box: Any, env: dict[str, str], logs: Path, check: str) -> str:
     """One check of the lane; returns its word for the record, or ends the evaluation."""
-    rw, lane_env = _child_dirs(tmp, check, env, private_caches=True)
+    rw, lane_env = child_dirs(tmp, check, env, private_caches=True)
     report = rw[1] / "sanitizer.log"
     prefix = sanitize_mod.wrap(tool, check, report)
 

@@ -1,0 +1,170 @@
+"""The two children of an evaluation, and a spare pair started ahead of need.
+
+Contract:
+- `pair_for(cfg, precision)` returns the `Pair` (reference and candidate `Child`,
+  each with its private io and tmp dirs, logs on disk) that one evaluation uses
+  and then closes. It is the spare this process started at the end of its last
+  evaluation when that spare was made for an equal `spec` and both its
+  processes are alive; otherwise a new pair. A pair serves one evaluation only:
+  a candidate child has run candidate code and is never reused.
+- `prepare(cfg, precision)` starts the spare (at most one per process; any older
+  one is closed). Starting is a Popen: the children import torch, start CUDA
+  and pay the op log's first use on their own, while the caller is idle (the
+  agent's model turn, a pool worker taking its next job). On an H200 that
+  start-up was 2-3 s of an evaluation's critical path, more than the nvcc
+  build it overlapped. Opt-in per evaluation (`EvalConfig.spare_children`):
+  a one-shot `cuda-agent eval` would start children it never uses.
+- `child_env` is every evaluation child's environment; `child_dirs` a child's
+  writable dirs and the environment that points into them.
+
+Not guaranteed: that a spare is ready when taken (it may still be warming; the
+evaluation then waits as it would for new children). A spare holds two CUDA
+contexts (about half a GB of GPU memory each) while the process is idle; it
+is closed at exit, and its children also exit when this process dies (their
+command pipe closes).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import tempfile
+import threading
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.eval import sandbox as sandbox_mod
+from cuda_agent.eval.procs import Child, scrubbed_env
+from cuda_agent.task.workspace import cache_root
+
+
+def child_env(precision: str) -> dict[str, str]:
+    """The environment of every evaluation child (also lint-task's reference)."""
+    root = cache_root()
+    extra = {
+        "TORCH_EXTENSIONS_DIR": str(root / "torch_extensions"),
+        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+        "TRITON_CACHE_DIR": str(root / "triton"),
+    }
+    if precision == "fp32":
+        extra["NVIDIA_TF32_OVERRIDE"] = "0"  # no TF32 in cuBLAS/cuDNN, whatever the code asks for
+    return scrubbed_env(extra)
+
+
+def child_dirs(tmp: Path, name: str, env: dict[str, str], private_caches: bool) -> tuple[list[Path], dict[str, str]]:
+    """A child's io and tmp dirs (all a sandboxed candidate may write: fs_lock) and its environment.
+    `private_caches`: load_inline, inductor and triton caches inside its tmp dir, because its file
+    system is read-only elsewhere and no shared build dir should be one a candidate can poison."""
+    rw = [tmp / f"io_{name}", tmp / f"tmp_{name}"]
+    for d in rw:
+        d.mkdir()
+    out = {**env, "TMPDIR": str(rw[1])}
+    if private_caches:
+        for var, sub in (("TORCH_EXTENSIONS_DIR", "torch_extensions"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+                         ("TRITON_CACHE_DIR", "triton")):
+            out[var] = str(rw[1] / sub)
+    return rw, out
+
+
+def log_dir(stack: ExitStack) -> Path:
+    """Children's logs go to the default temp dir (disk, usually), not to the /dev/shm scratch:
+    a candidate printing gigabytes (up to RLIMIT_FSIZE) should not take that much RAM."""
+    return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cuda-agent-logs-")))
+
+
+def scratch_dir() -> tempfile.TemporaryDirectory[str]:
+    # Outputs travel parent <-> child through files: keep them in memory when we can.
+    shm = "/dev/shm"
+    use = os.path.isdir(shm) and os.access(shm, os.W_OK)
+    return tempfile.TemporaryDirectory(prefix="cuda-agent-eval-", dir=shm if use else None)
+
+
+def spec(cfg: Any, precision: str) -> tuple[Any, ...]:
+    """Everything a pair's processes were started with: a spare serves only an equal spec."""
+    return (cfg.device, precision, cfg.sandbox, cfg.sandbox_max_file_bytes, cfg.sandbox_max_procs,
+            bool(cfg.runtime_guards),
+            tuple(sorted((k, v) for k, v in child_env(precision).items() if k not in _PER_CHILD)))
+
+
+_PER_CHILD = {"PYTHONHASHSEED"}  # drawn afresh for every child by scrubbed_env: not part of a spec
+
+
+@dataclass
+class Pair:
+    key: tuple[Any, ...]
+    ref: Child
+    cnd: Child
+    cnd_io: Path  # where the candidate writes its output files
+    sandbox: str  # the sandbox's word for the record
+    _stack: ExitStack = field(repr=False)
+
+    def alive(self) -> bool:
+        return all(not c.dead and c.proc.poll() is None for c in (self.ref, self.cnd))
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+def spawn(cfg: Any, precision: str) -> Pair:
+    stack = ExitStack()
+    try:
+        tmp = Path(stack.enter_context(scratch_dir()))
+        logs = log_dir(stack)
+        env = child_env(precision)
+        box, word = sandbox_mod.for_config(cfg)
+        kids: dict[str, Child] = {}
+        io: dict[str, Path] = {}
+        for role in ("reference", "candidate"):
+            rw, role_env = child_dirs(tmp, role, env, private_caches=role == "candidate")
+            io[role] = rw[0]
+            # cwd: the pair's own scratch; `setup` moves into the staged candidate dir
+            kids[role] = Child(role, cwd=tmp, env=role_env, log_path=logs / f"{role}.log",
+                               warm_cuda=cfg.device == "cuda",
+                               wrap=partial(box.wrap, writable=rw) if box is not None and role == "candidate" else None,
+                               child_args=("--warm-oplog",) if cfg.runtime_guards and role == "candidate" else ())
+            stack.callback(kids[role].close)
+        return Pair(spec(cfg, precision), kids["reference"], kids["candidate"], io["candidate"], word, stack)
+    except BaseException:
+        stack.close()
+        raise
+
+
+_lock = threading.Lock()
+_spare: Pair | None = None
+
+
+def pair_for(cfg: Any, precision: str) -> Pair:
+    """The spare when it fits and lives, else a new pair; the caller closes it."""
+    global _spare
+    with _lock:
+        spare, _spare = _spare, None
+    if spare is not None:
+        if spare.key == spec(cfg, precision) and spare.alive():
+            return spare
+        spare.close()
+    return spawn(cfg, precision)
+
+
+def prepare(cfg: Any, precision: str) -> None:
+    """Start the next evaluation's pair now (replacing any older spare)."""
+    global _spare
+    fresh = spawn(cfg, precision)
+    with _lock:
+        old, _spare = _spare, fresh
+    if old is not None:
+        old.close()
+
+
+def discard() -> None:
+    """Close the spare, if any (also at exit)."""
+    global _spare
+    with _lock:
+        old, _spare = _spare, None
+    if old is not None:
+        old.close()
+
+
+atexit.register(discard)
