@@ -87,6 +87,9 @@ def main() -> int:
                 print(p.stdout[-2000:], p.stderr[-2000:], flush=True)
                 procs.append({})
         sc = [d.get("speedup_vs_compile") for d in procs]
+        # what moved between the two processes: the candidate's own per-call statistics
+        proc_timing = [{k: (d.get("timing") or {}).get(k) for k in ("median_ms", "min_ms", "cv", "n", "rounds", "host_over_event")}
+                       | {"compile_ms": d.get("compile_ms"), "phases_s": d.get("phases_s")} for d in procs]
         diff = abs(sc[0] - sc[1]) / statistics.fmean(sc) if all(sc) else None
         naive = None
         if i < a.naive:
@@ -100,7 +103,7 @@ def main() -> int:
         row = {
             "example": ex.name, "status": warm.status.value, "reward": warm.reward, "eager_ms": warm.eager_ms,
             "warm_first_s": warm_s, "edit_s": edit_s, "edit_compile_s": rebuilt, "edit_phases_s": phases, "unchanged_s": same_s,
-            "unchanged_cached": same.cache.get("result"), "two_proc_vs_compile": sc, "two_proc_diff": diff, "naive": naive,
+            "unchanged_cached": same.cache.get("result"), "two_proc_vs_compile": sc, "two_proc_diff": diff, "two_proc_timing": proc_timing, "naive": naive,
         }
         rows.append(row)
         (out / "turnaround.json").write_text(json.dumps(rows, indent=1))
