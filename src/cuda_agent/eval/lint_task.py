@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.eval.warm import child_env
 from cuda_agent.eval.procs import Child, ChildFailure
+from cuda_agent.eval.warm import child_env
 from cuda_agent.task.taskfile import Task
 
 
