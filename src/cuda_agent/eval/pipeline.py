@@ -306,6 +306,9 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
         _retime_synced(cnd, res, cfg, cmsg)
     # after timing: a candidate that fails on the grown inputs may leave its CUDA context unusable.
     # It runs them while the reference checks the timed outputs; the baselines, timed, come after.
+    # The reference's runs for the checked timed calls come first, so that only the compares
+    # (one output at a time on the device) share the GPU with the candidate's doubled inputs.
+    _timed_references(ref, res, cfg, reply["outputs"], timing)
     if cfg.shape_probe:
         _send(cnd, res, _probe_msg(io, grow), "shape_probe")
     _check_timed_outputs(ref, res, cfg, task, reply["outputs"], timing, len(seeds.correctness), max_bytes)
@@ -474,6 +477,18 @@ def _retime_synced(cnd: Child, res: EvalResult, cfg: EvalConfig, cmsg: dict[str,
         Severity.WARN))
 
 
+def _timed_references(ref: Child, res: EvalResult, cfg: EvalConfig, outputs: list[dict[str, Any]],
+                      timing: dict[str, Any]) -> None:
+    """With fresh timing inputs: the reference's outputs for the checked timed calls, kept as tref#i."""
+    if "fresh_seed" not in timing:
+        return  # the timing sets' references were computed with the correctness seeds
+    calls = [rec.get("call") for rec in outputs]
+    if len(outputs) < min(cfg.n_checked_timed, 1) or not all(isinstance(g, int) and g >= 0 for g in calls):
+        raise _finish(res, Status.INCORRECT, "the candidate returned no usable outputs for the checked timed calls")
+    seeds = [derive_seed(timing["fresh_seed"], g) for g in calls]
+    _ask(ref, res, {"cmd": "run", "seeds": seeds, "keep": True, "tag": "tref"}, cfg.correctness_timeout, "reference")
+
+
 def _check_timed_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, outputs: list[dict[str, Any]],
                          timing: dict[str, Any], n_seeds: int, max_bytes: int) -> None:
     if "fresh_seed" not in timing:
@@ -482,11 +497,7 @@ def _check_timed_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Tas
             if not chk.passed:
                 raise _finish(res, Status.INCORRECT, f"wrong output during timing (input set {i}): {chk.message}")
         return
-    calls = [rec.get("call") for rec in outputs]
-    if len(outputs) < min(cfg.n_checked_timed, 1) or not all(isinstance(g, int) and g >= 0 for g in calls):
-        raise _finish(res, Status.INCORRECT, "the candidate returned no usable outputs for the checked timed calls")
-    seeds = [derive_seed(timing["fresh_seed"], g) for g in calls]
-    _ask(ref, res, {"cmd": "run", "seeds": seeds, "keep": True, "tag": "tref"}, cfg.correctness_timeout, "reference")
+    calls = [rec.get("call") for rec in outputs]  # checked by _timed_references
     for i, (g, rec) in enumerate(zip(calls, outputs, strict=True)):
         chk = _compare(ref, res, cfg, task, f"timed#{g}", f"tref#{i}", rec, max_bytes)
         if not chk.passed:
