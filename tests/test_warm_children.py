@@ -79,6 +79,19 @@ def test_spare_serves_the_next_evaluation_once(tmp_path, cache_env, spawns):
     assert r2.defences["sandbox"] == r1.defences["sandbox"]
 
 
+def test_an_evaluation_that_uses_no_children_keeps_the_spare(tmp_path, cache_env, spawns):
+    """The agent's compile tool: no children used, so the warm spare stays, not a new one."""
+    cfg = cpu_cfg(spare_children=True, reuse_results=False)
+    ws = make_ws(tmp_path)
+    assert evaluate_workspace(ws, config=cfg).status is Status.OK
+    spare = warm._spare
+    r = evaluate_workspace(ws, phase="compile", config=cfg)
+    assert r.status is Status.OK, r.message + r.log
+    assert warm._spare is spare and spare.alive() and len(spawns) == 2
+    assert evaluate_workspace(ws, config=cfg).status is Status.OK
+    assert len(spawns) == 3 and all(_gone(p) for p in _pids(spare))  # it served this one
+
+
 def test_spare_of_another_spec_or_dead_is_replaced(tmp_path, cache_env, spawns):
     ws = make_ws(tmp_path)
     assert evaluate_workspace(ws, config=cpu_cfg(spare_children=True, reuse_results=False)).status is Status.OK

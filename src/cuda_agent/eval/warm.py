@@ -7,8 +7,8 @@ Contract:
   evaluation when that spare was made for an equal `spec` and both its
   processes are alive; otherwise a new pair. A pair serves one evaluation only:
   a candidate child has run candidate code and is never reused.
-- `prepare(cfg, precision)` starts the spare (at most one per process; any older
-  one is closed). Starting is a Popen: the children import torch, start CUDA
+- `prepare(cfg, precision)` starts the spare unless a live one of that spec is
+  waiting (at most one per process; one of another spec is closed). Starting is a Popen: the children import torch, start CUDA
   and pay the op log's first use on their own, while the caller is idle (the
   agent's model turn, a pool worker taking its next job). On an H200 that
   start-up was 2-3 s of an evaluation's critical path, more than the nvcc
@@ -149,8 +149,13 @@ def pair_for(cfg: Any, precision: str) -> Pair:
 
 
 def prepare(cfg: Any, precision: str) -> None:
-    """Start the next evaluation's pair now (replacing any older spare)."""
+    """Have a spare for this spec: keep a live one that fits (an evaluation that used no
+    children, such as the compile phase, leaves it warm), else start one in place of it."""
     global _spare
+    key = spec(cfg, precision)
+    with _lock:
+        if _spare is not None and _spare.key == key and _spare.alive():
+            return
     fresh = spawn(cfg, precision)
     with _lock:
         old, _spare = _spare, fresh
