@@ -58,7 +58,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="turnaround-"))
     examples = sorted(p for p in (ROOT / "examples").iterdir() if (p / "solution").is_dir())
     if a.only:
-        examples = [p for p in examples if p.name in a.only]
+        by_name = {p.name: p for p in examples}
+        examples = [by_name[n] for n in a.only if n in by_name]  # in the order given
     rows = []
     for i, ex in enumerate(examples):
         ws = init_workspace(Task.from_file(ex / "task.py"), work / ex.name)
@@ -88,7 +89,8 @@ def main() -> int:
                 procs.append({})
         sc = [d.get("speedup_vs_compile") for d in procs]
         # what moved between the two processes: the candidate's own per-call statistics
-        proc_timing = [{k: (d.get("timing") or {}).get(k) for k in ("median_ms", "min_ms", "cv", "n", "rounds", "host_over_event")}
+        proc_timing = [{k: (d.get("timing") or {}).get(k) for k in ("median_ms", "min_ms", "cv", "n", "rounds", "host_over_event",
+                                                                  "probe_ms", "enqueue_ms", "hold_ms")}
                        | {"compile_ms": d.get("compile_ms"), "phases_s": d.get("phases_s")} for d in procs]
         diff = abs(sc[0] - sc[1]) / statistics.fmean(sc) if all(sc) else None
         naive = None
@@ -107,7 +109,10 @@ def main() -> int:
         }
         rows.append(row)
         (out / "turnaround.json").write_text(json.dumps(rows, indent=1))
-        print(json.dumps(row), flush=True)
+        tm = [t.get("median_ms") for t in proc_timing]
+        print(f"{ex.name}: edits {' '.join('%.2f' % e for e in edit_s)} s; two processes: candidate "
+              f"{' vs '.join('%.4g' % t if t else '-' for t in tm)} ms, hold {proc_timing[0].get('hold_ms')} ms, "
+              f"speedup_vs_compile {sc}, diff {diff}", flush=True)
 
     all_edits = [s for r in rows for s in r["edit_s"]]
     print("\n" + "=" * 100)
@@ -122,6 +127,10 @@ def main() -> int:
         print(f"edit one .cu -> full result ({a.think:g} s idle before each edit): "
               f"median {statistics.median(all_edits):.2f} s over {len(all_edits)} edits "
               f"(target <= 5 s); unchanged re-evaluation: max {max(r['unchanged_s'] for r in rows):.3f} s (target <= 1 s)")
+    diffs = [r["two_proc_diff"] for r in rows if r["two_proc_diff"] is not None and (r["eager_ms"] or 0) >= 0.05]
+    if diffs:
+        print(f"two processes, speedup_vs_compile: max difference {100 * max(diffs):.2f} % over {len(diffs)} tasks "
+              f"with eager >= 50 us (target <= 2 %)")
     return 0
 
 

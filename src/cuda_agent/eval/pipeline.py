@@ -48,6 +48,7 @@ from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, S
 from cuda_agent.eval.reward import milestone_reward
 from cuda_agent.eval.runtime_checks import runtime_findings
 from cuda_agent.eval.static_gate import static_findings, workspace_findings
+from cuda_agent.eval.timing import PROTOCOL as TIMING_PROTOCOL
 from cuda_agent.eval.timing import derive_seed, side_stream_suspect
 from cuda_agent.eval.warm import child_dirs, child_env, log_dir
 from cuda_agent.task.taskfile import Task
@@ -472,7 +473,7 @@ def _retime_synced(cnd: Child, res: EvalResult, cfg: EvalConfig, cmsg: dict[str,
     res.timing = TimingStats.from_dict(reply["stats"])
     res.findings.append(Finding(
         "side-stream-work",
-        f"host time was {first.host_over_event:.2f}x the event time ({first.median_ms:.4g} ms by events): work ran "
+        f"host time was {first.host_over_event:.2f}x the event time ({first.probe_ms or first.median_ms:.4g} ms by events): work ran "
         f"outside the timed stream; re-timed with a device synchronize before the end event: {res.timing.median_ms:.4g} ms counts",
         Severity.WARN))
 
@@ -525,7 +526,7 @@ def _speed_of_light(ref: Child, res: EvalResult, cfg: EvalConfig, moved: int, ca
 
 def _baselines(cfg: EvalConfig, res: EvalResult, ref: Child, timing: dict[str, Any], cache: KVCache | None) -> None:
     key = (f"baseline/{res.task_hash}/{res.gpu}/{res.torch}/{res.precision}/{cfg.compile_baseline}/"
-           f"{cfg.n_timing_sets}x{cfg.n_timed}/{cfg.max_cv}" + ("/fresh" if "fresh_seed" in timing else ""))
+           f"{cfg.n_timing_sets}x{cfg.n_timed}/{cfg.max_cv}/{TIMING_PROTOCOL}" + ("/fresh" if "fresh_seed" in timing else ""))
     hit = cache.get(key) if cache is not None else None
     if hit is not None:
         res.eager_timing = TimingStats.from_dict(hit["eager"])

@@ -85,7 +85,10 @@ class TimingStats:
     cv: float  # coefficient of variation (std / mean) of the kept round
     n: int  # timed calls in the kept round
     rounds: int = 1  # rounds measured (re-measured while cv > threshold)
-    host_over_event: float | None = None  # host wall time / event time, median
+    host_over_event: float | None = None  # host wall time / event time, median of the unheld probe calls
+    probe_ms: float | None = None  # event time of the unheld probe calls (launch overhead included), median
+    enqueue_ms: float | None = None  # host time to enqueue one call (its Python and launch overhead), median
+    hold_ms: float | None = None  # the stream was held this long before each timed call (timing.py); 0: not held
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TimingStats:

@@ -1,0 +1,107 @@
+"""The timing protocol's hold (timing.py): unheld probe calls first, which size
+the hold from the enqueue time and feed the side-stream guard; held timed calls
+after. CPU tests drive `time_calls` with a scripted clock; the GPU tests show on
+a real device that host launch overhead leaves the span and host work the
+device waits for stays in it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from cuda_agent.eval import timing
+from cuda_agent.eval.timing import PROBE_CALLS, side_stream_suspect, time_calls
+
+
+class ScriptedClock:
+    """Event time 1.0 ms held, 1.5 ms unheld; enqueue 0.2 ms; records what happened."""
+
+    warmup_s = 0.0
+
+    def __init__(self) -> None:
+        self.held: list[bool] = []
+        self.sized: list[float] = []
+        self.hold_ms = 0.0
+
+    def settle(self) -> None:
+        pass
+
+    def size_hold(self, enqueue_ms: float) -> None:
+        self.sized.append(enqueue_ms)
+        self.hold_ms = 2 * enqueue_ms + 0.05
+
+    def measure(self, fn, inputs, held=True):
+        self.held.append(held)
+        out = fn(*inputs)
+        return (out, 1.0, 1.2, 0.2) if held else (out, 1.5, 3.0, 0.2)
+
+
+def test_probe_calls_come_unheld_before_the_held_timed_calls(monkeypatch):
+    clock = ScriptedClock()
+    monkeypatch.setattr(timing, "make_clock", lambda kind, sync_before_end=False: clock)
+    stats, _ = time_calls(lambda x: x + 1, [[torch.ones(4)]], n_warmup=3, n_timed=30, max_cv=1.0, max_rounds=1)
+    assert clock.held[:PROBE_CALLS] == [False] * PROBE_CALLS
+    assert clock.held[PROBE_CALLS:] == [True] * stats["n"] and stats["n"] >= 30
+    assert clock.sized == [0.2]  # sized once, from the probes' median enqueue time, before any held call
+    assert stats["median_ms"] == 1.0  # the held calls are the timed ones
+    assert stats["probe_ms"] == 1.5 and stats["host_over_event"] == 2.0  # the guard reads the probes
+    assert stats["enqueue_ms"] == 0.2 and stats["hold_ms"] == pytest.approx(0.45)
+
+
+def test_host_clock_reports_no_hold():
+    stats, _ = time_calls(lambda x: x * 2, [[torch.randn(8)]], clock="host", n_warmup=3, n_timed=20, max_cv=1.0, max_rounds=1)
+    assert stats["hold_ms"] == 0.0
+    assert stats["enqueue_ms"] is not None and stats["enqueue_ms"] > 0
+
+
+def test_side_stream_guard_uses_the_probe_time_when_given():
+    # held median 0.01 ms would be under the absolute floor; the probes' 0.1 ms is not
+    assert side_stream_suspect({"median_ms": 0.01, "probe_ms": 0.1, "host_over_event": 3.0})
+    assert not side_stream_suspect({"median_ms": 0.1, "probe_ms": 0.01, "host_over_event": 2.0})
+
+
+def _spin_host(us: float) -> None:
+    end = time.perf_counter() + us * 1e-6
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.gpu
+def test_held_span_hides_host_overhead_but_counts_what_the_device_waits_for():
+    x = torch.randn(1 << 16, device="cuda")
+
+    def slow_host(t):  # 300 us of host work before one tiny kernel
+        _spin_host(300)
+        return t * 2
+
+    def syncs(t):  # the device must wait for the host: the 300 us after the sync are counted
+        y = t * 2
+        torch.cuda.synchronize()
+        _spin_host(300)
+        return y + 1
+
+    kw = dict(n_warmup=3, n_timed=30, max_cv=1.0, max_rounds=1)
+    fast, _ = time_calls(lambda t: t * 2, [[x]], **kw)
+    slow, _ = time_calls(slow_host, [[x]], **kw)
+    synced, _ = time_calls(syncs, [[x]], **kw)
+    assert slow["hold_ms"] > 0.6 and slow["enqueue_ms"] >= 0.3
+    assert slow["probe_ms"] >= 0.3  # unheld, the host overhead is in the span
+    assert slow["median_ms"] < 0.1 + 3 * fast["median_ms"]  # held, it is not
+    assert synced["median_ms"] >= 0.3
+
+
+@pytest.mark.gpu
+def test_side_stream_work_is_flagged_by_the_probe_calls():
+    x = torch.randn(1 << 22, device="cuda")
+    side = torch.cuda.Stream()
+
+    def hides(t):
+        with torch.cuda.stream(side):
+            for _ in range(20):
+                t = t * 1.0001
+        return x[:1] * 1
+
+    stats, _ = time_calls(hides, [[x]], n_warmup=3, n_timed=30, max_cv=1.0, max_rounds=1)
+    assert side_stream_suspect(stats), stats
