@@ -94,14 +94,17 @@ def test_held_span_hides_host_overhead_but_counts_what_the_device_waits_for():
 
 @pytest.mark.gpu
 def test_side_stream_work_is_flagged_by_the_probe_calls():
-    x = torch.randn(1 << 22, device="cuda")
+    # About a millisecond of sleep on a side stream: the event span (current stream) sees a tiny
+    # kernel, the device-wide synchronize after it waits for the sleep. (Many short side-stream
+    # launches would not do: unheld, their enqueue time lands inside the span as well.)
+    x = torch.randn(1 << 10, device="cuda")
     side = torch.cuda.Stream()
 
     def hides(t):
         with torch.cuda.stream(side):
-            for _ in range(20):
-                t = t * 1.0001
-        return x[:1] * 1
+            torch.cuda._sleep(2_000_000)
+        return t * 2
 
     stats, _ = time_calls(hides, [[x]], n_warmup=3, n_timed=30, max_cv=1.0, max_rounds=1)
     assert side_stream_suspect(stats), stats
+    assert stats["median_ms"] < 0.5  # held and unsynced, the side-stream sleep escapes the span: hence the guard
