@@ -25,6 +25,9 @@ def result_text(r: EvalResult, log_chars: int = 3000) -> str:
         lines.append(f"message: {r.message}")
     if r.time_ms is not None:
         cv = f" (cv {r.timing.cv:.1%}, n={r.timing.n})" if r.timing else ""
+        if r.timing and r.timing.hold_ms and r.timing.enqueue_ms is not None:
+            # device time is what counts; the host's share is shown so a slow forward is visible
+            cv += f"; host enqueue {r.timing.enqueue_ms:.3g} ms per call, not counted"
         lines.append(f"candidate:     {_ms(r.time_ms)}{cv}")
         lines.append(f"eager:         {_ms(r.eager_ms)}    speedup {_x(r.speedup_vs_eager)}")
         lines.append(f"torch.compile: {_ms(r.compile_ms)}    speedup {_x(r.speedup_vs_compile)}")
