@@ -5,7 +5,7 @@
 #   B: examples (+ single-file), pytest -m gpu, defence overhead x3  (issues 2, 3) ~6 min
 #   C: bench of the examples + report, pool throughput               (issue 5)  ~8 min
 #   D: edit -> result turnaround and the two-process spread          (issue 2)  ~6 min
-#   F: the timing hold's GPU tests, then E's turnaround on all six examples, the two missed
+#   F: the timing hold's GPU tests, then E's turnaround on all five examples, the one missed
 #      by E's time limit first                                      (issue 2) ~9 min
 #   E: D without the naive chain and with 5 s idle before each edit (the agent's turn, when
 #      the spare children warm up), then defence overhead x3 and pytest -m gpu ~8 min
@@ -25,12 +25,12 @@ case "${1:-}" in
   B) timeout 570 bash scripts/gpu-check.sh --skip-faults --skip-redteam --overhead 3 2>&1 | quiet | tail -40 ;;
   C) timeout 280 python3 -m cuda_agent bench examples --solutions examples -o "$OUT/runs/ex" 2>&1 | tail -3
      python3 -m cuda_agent report "$OUT/runs/ex" 2>&1 | tail -14
-     timeout 280 python3 benchmarks/pool_throughput.py --variants 2 --only diag_matmul gelu_chain rmsnorm_wide 2>&1 | quiet | tail -12 ;;
+     timeout 280 python3 benchmarks/pool_throughput.py --variants 2 --only diag_matmul gelu_chain row_softmax_wide 2>&1 | quiet | tail -12 ;;
   D) timeout 570 python3 benchmarks/eval_turnaround.py --naive 1 --edits 3 2>&1 | quiet | tail -40 ;;
   E) timeout 330 python3 benchmarks/eval_turnaround.py --naive 0 --edits 3 --think 5 2>&1 | quiet | tail -12
      timeout 200 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-examples --overhead 3 2>&1 | quiet | tail -14 ;;
   F) timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_timing_hold.py 2>&1 | tail -4
      timeout 520 python3 benchmarks/eval_turnaround.py --naive 0 --edits 3 --think 5 \
-       --only rmsnorm_wide row_softmax_wide diag_matmul matmul_sum_scale gelu_chain linear_bias_relu 2>&1 | quiet | tail -16 ;;
+       --only row_softmax_wide diag_matmul matmul_sum_scale gelu_chain linear_bias_relu 2>&1 | quiet | tail -16 ;;
   *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F" >&2; exit 2 ;;
 esac
