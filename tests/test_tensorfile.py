@@ -79,3 +79,41 @@ def test_refuses_truncated_trailing_malformed_and_oversized(tmp_path, staged):
     with pytest.raises(TensorFileError, match="more than"):
         load_tensors(tmp_path / "o.bin", 8, st)
     assert torch.equal(load_tensors(tmp_path / "o.bin", 1 << 20, st)[0], torch.zeros(4))
+
+
+@pytest.fixture
+def split_reads(monkeypatch):
+    """Make the threaded read path take small tensors, so the tests exercise it cheaply."""
+    from cuda_agent.eval import tensorfile
+
+    monkeypatch.setattr(tensorfile, "PARALLEL_MIN", 4096)
+    monkeypatch.setattr(tensorfile, "READERS", 4)
+    return tensorfile
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_split_reads_round_trip_several_large_tensors(tmp_path, split_reads, staged):
+    g = torch.Generator().manual_seed(7)
+    # sizes that do not divide evenly among the readers, a small one between two large ones
+    src = [torch.randn(10_007, generator=g), torch.arange(5, dtype=torch.int64),
+           torch.randn(333, 91, generator=g, dtype=torch.float64), torch.randn(0)]
+    st = Staging() if staged else None
+    save_tensors(tmp_path / "s.bin", src, st)
+    back = load_tensors(tmp_path / "s.bin", 1 << 24, st)
+    assert [t.shape for t in back] == [t.shape for t in src]
+    for a, b in zip(src, back, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_split_reads_refuse_a_short_file(tmp_path, split_reads):
+    """A header that promises more bytes than the file holds (or a file cut while it is read)
+    fails with TensorFileError, not with zeros where the bytes were missing."""
+    body = torch.randn(20_000).numpy().tobytes()
+    header = json.dumps({"tensors": [{"dtype": "float32", "shape": [20_000]}]}).encode() + b"\n"
+    path = tmp_path / "cut.bin"
+    _write(path, header, body)
+    with open(path, "rb") as f:
+        f.readline()
+        buf = torch.empty(len(body) + 4096, dtype=torch.uint8)  # asks for more than is there
+        with pytest.raises(TensorFileError, match="truncated"):
+            split_reads._read_into(f, buf)
