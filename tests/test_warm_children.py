@@ -1,4 +1,4 @@
-"""Spare evaluation children (eval.warm) on the CPU lane: a spare started after one
+"""Spare evaluation children (eval.warm) on the CPU lane: a spare started during one
 evaluation serves the next when it fits, is replaced when it does not or has died,
 never serves twice, and leaves no process behind."""
 
@@ -77,6 +77,26 @@ def test_spare_serves_the_next_evaluation_once(tmp_path, cache_env, spawns):
     assert len(spawns) == 3 and warm._spare is spawns[2]
     assert all(_gone(p) for p in _pids(spare))
     assert r2.defences["sandbox"] == r1.defences["sandbox"]
+
+
+def test_the_next_spare_starts_before_this_evaluation_checks(tmp_path, cache_env, spawns, monkeypatch):
+    """The spare for the next evaluation is started right after this one took its pair, so it
+    warms while this one builds, verifies and times (an agent that edits at once finds it ready)."""
+    from cuda_agent.eval import pipeline
+
+    seen: list[tuple[int, bool]] = []
+    real = pipeline._check_and_time
+
+    def spy(*args, **kwargs):
+        seen.append((len(spawns), warm._spare is not None and warm._spare.alive()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "_check_and_time", spy)
+    cfg = cpu_cfg(spare_children=True, reuse_results=False)
+    r = evaluate_workspace(make_ws(tmp_path), config=cfg)
+    assert r.status is Status.OK, r.message + r.log
+    assert seen == [(2, True)]  # its own pair and the live spare, before the checks began
+    assert warm._spare is spawns[1]  # the end of the evaluation kept that spare, started no third
 
 
 def test_an_evaluation_that_uses_no_children_keeps_the_spare(tmp_path, cache_env, spawns):

@@ -151,6 +151,10 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
             # this process's last evaluation): their torch import and CUDA start-up overlap it.
             pair = warm.pair_for(cfg, cand.task.precision)
             stack.callback(pair.close)
+            if cfg.spare_children:
+                # the next evaluation's pair starts now, not when this one ends: back-to-back
+                # evaluations (an agent that edits at once) otherwise wait ~1 s for CUDA start-up
+                warm.prepare(cfg, cand.task.precision)
             res.defences["sandbox"] = pair.sandbox
         seeds = _Seeds.draw(cfg)
         if pair is not None:

@@ -3,8 +3,9 @@
 Contract:
 - `pair_for(cfg, precision)` returns the `Pair` (reference and candidate `Child`,
   each with its private io and tmp dirs, logs on disk) that one evaluation uses
-  and then closes. It is the spare this process started at the end of its last
-  evaluation when that spare was made for an equal `spec` and both its
+  and then closes. It is the spare this process started while its last
+  evaluation ran (just after that one took its own pair; or at its end, when it
+  used none) when that spare was made for an equal `spec` and both its
   processes are alive; otherwise a new pair. A pair serves one evaluation only:
   a candidate child has run candidate code and is never reused.
 - `prepare(cfg, precision)` starts the spare unless a live one of that spec is
@@ -12,7 +13,9 @@ Contract:
   and pay the op log's first use on their own, while the caller is idle (the
   agent's model turn, a pool worker taking its next job). On an H200 that
   start-up was 2-3 s of an evaluation's critical path, more than the nvcc
-  build it overlapped. Opt-in per evaluation (`EvalConfig.spare_children`):
+  build it overlapped; a spare started only when the last evaluation ended
+  still cost back-to-back evaluations ~1 s. So for a while two pairs (four
+  CUDA contexts) live at once. Opt-in per evaluation (`EvalConfig.spare_children`):
   a one-shot `cuda-agent eval` would start children it never uses.
 - `child_env` is every evaluation child's environment; `child_dirs` a child's
   writable dirs and the environment that points into them.
