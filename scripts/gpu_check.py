@@ -281,7 +281,7 @@ def main() -> int:
                 count("hacks rejected", ok)
 
     if not a.skip_examples:
-        examples = sorted(p for p in (ROOT / "examples").iterdir() if (p / "solution").is_dir())
+        examples = sorted(p for p in (ROOT / "examples").iterdir() if (p / "solution").is_dir() and (p / "task.py").is_file())
         if a.only:
             examples = [p for p in examples if p.name in a.only]
         for ex in examples:
