@@ -37,6 +37,7 @@ from cuda_agent.eval import warm as warm_mod  # noqa: E402
 from cuda_agent.eval.api import evaluate_workspace  # noqa: E402
 from cuda_agent.eval.config import EvalConfig  # noqa: E402
 from cuda_agent.task import Task  # noqa: E402
+from cuda_agent.task.suites import example_dirs  # noqa: E402
 from cuda_agent.task.workspace import cache_root, copy_solution, init_workspace  # noqa: E402
 
 
@@ -56,7 +57,7 @@ def main() -> int:
     out = Path(os.environ.get("OUT") or ROOT / "out")
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="turnaround-"))
-    examples = sorted(p for p in (ROOT / "examples").iterdir() if (p / "solution").is_dir())
+    examples = [p for p in example_dirs(ROOT / "examples") if (p / "solution").is_dir()]
     if a.only:
         by_name = {p.name: p for p in examples}
         examples = [by_name[n] for n in a.only if n in by_name]  # in the order given

@@ -43,6 +43,7 @@ from cuda_agent.eval.api import evaluate_single_file, evaluate_workspace  # noqa
 from cuda_agent.eval.config import EvalConfig  # noqa: E402
 from cuda_agent.eval.result import EvalResult  # noqa: E402
 from cuda_agent.task import Task  # noqa: E402
+from cuda_agent.task.suites import example_dirs  # noqa: E402
 from cuda_agent.task.workspace import copy_solution, init_workspace  # noqa: E402
 
 FAULTS = {  # fixture -> expected status
@@ -281,7 +282,7 @@ def main() -> int:
                 count("hacks rejected", ok)
 
     if not a.skip_examples:
-        examples = sorted(p for p in (ROOT / "examples").iterdir() if (p / "solution").is_dir() and (p / "task.py").is_file())
+        examples = [p for p in example_dirs(ROOT / "examples") if (p / "solution").is_dir()]
         if a.only:
             examples = [p for p in examples if p.name in a.only]
         for ex in examples:

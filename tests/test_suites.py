@@ -126,3 +126,16 @@ def test_tasks_list_cli(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["tasks", "list", str(empty)]) == 2
+
+
+def test_example_dirs_skip_a_folder_without_a_task(tmp_path):
+    """A moved example's leftover build folder (no task.py) is not an example: the GPU check
+    and the turnaround benchmark enumerate examples through this helper."""
+    from cuda_agent.task.suites import example_dirs
+
+    for name in ("b_task", "a_task"):
+        (tmp_path / name / "solution").mkdir(parents=True)
+        (tmp_path / name / "task.py").write_text("# a task\n")
+    (tmp_path / "leftover" / "solution").mkdir(parents=True)
+    (tmp_path / "notes.md").write_text("not a folder\n")
+    assert [p.name for p in example_dirs(tmp_path)] == ["a_task", "b_task"]

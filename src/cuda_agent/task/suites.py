@@ -227,9 +227,15 @@ def _ops6k(path: Path) -> Suite:
     return suite
 
 
+def example_dirs(path: Path) -> list[Path]:
+    """The example folders under `path`, sorted: those holding a task.py (a folder without one,
+    such as a moved example's leftover build output, is not an example)."""
+    return sorted(p for p in path.iterdir() if p.is_dir() and (p / "task.py").is_file())
+
+
 def _examples(path: Path) -> Suite:
     suite = Suite(str(path), "examples", [])
-    for d in sorted(p for p in path.iterdir() if p.is_dir() and (p / "task.py").is_file()):
+    for d in example_dirs(path):
         _add(suite, d.name, "examples", lambda d=d: Task.from_file(d / "task.py"))
     return suite
 
