@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("CUDA_AGENT_CACHE", tempfile.mkdtemp(prefix="pool-throughput-cache-"))
 
-from cuda_agent.bench.pool import EvalJob, LocalPool, run_job, visible_gpus  # noqa: E402
 from cuda_agent.eval.config import EvalConfig  # noqa: E402
+from cuda_agent.pool.local import EvalJob, LocalPool, run_job, visible_gpus  # noqa: E402
 from cuda_agent.task import Task  # noqa: E402
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from cuda_agent.bench.pool import EvalJob, HarnessError, LocalPool
 from cuda_agent.bench.report import build_report, write_report
 from cuda_agent.bench.runner import find_solution, run_bench
 from cuda_agent.cli.main import main
 from cuda_agent.eval.config import EvalConfig
+from cuda_agent.pool.local import EvalJob, HarnessError, LocalPool
 from cuda_agent.task.suites import load_suite
 
 pytestmark = pytest.mark.slow

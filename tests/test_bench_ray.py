@@ -9,9 +9,9 @@ import shutil
 import pytest
 from conftest import FIXTURES
 
-from cuda_agent.bench.jobs import EvalJob, portable
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.result import Status
+from cuda_agent.pool.jobs import EvalJob, portable
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import init_workspace
 
@@ -21,7 +21,7 @@ LANE = FIXTURES / "cpu_lane"
 
 
 def test_compile_only_jobs_on_a_local_ray_cluster(tmp_path, cache_env):
-    from cuda_agent.bench.ray_pool import RayPool
+    from cuda_agent.pool.ray_pool import RayPool
 
     task = Task.from_file(LANE / "task.py")
     ws = init_workspace(task, tmp_path / "ws")

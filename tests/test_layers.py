@@ -1,7 +1,7 @@
 """Import layering, checked on the syntax tree (no imports executed).
 
-Layers (ARCHITECTURE.md): task 0; eval, llm 1; agent, synth 2; bench, rl 3;
-cli 4. A package may import its own modules and packages of lower layers only,
+Layers (ARCHITECTURE.md): task, sandbox 0; eval, llm 1; env, pool 2; agent,
+synth 3; bench, rl 4; cli 5. A package may import its own modules and packages of lower layers only,
 so siblings on one layer never import each other. The evaluation child's
 modules import only the standard library, numpy, torch and each other."""
 
@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "cuda_agent"
-LAYER = {"task": 0, "eval": 1, "llm": 1, "agent": 2, "synth": 2, "bench": 3, "rl": 3, "cli": 4}
+LAYER = {"task": 0, "sandbox": 0, "eval": 1, "llm": 1, "env": 2, "pool": 2, "agent": 3, "synth": 3,
+         "bench": 4, "rl": 4, "cli": 5}
 CHILD_ROOT = "cuda_agent.eval.child"
 
 

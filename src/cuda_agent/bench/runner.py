@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.bench.jobs import EvalJob
-from cuda_agent.bench.pool import LocalPool, Pool
 from cuda_agent.bench.store import ResultStore
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.result import EvalResult
+from cuda_agent.pool.jobs import EvalJob
+from cuda_agent.pool.local import LocalPool, Pool
 from cuda_agent.task.suites import Suite, SuiteItem
 
 

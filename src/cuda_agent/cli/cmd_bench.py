@@ -61,10 +61,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from cuda_agent.bench.pool import HarnessError, make_pool
     from cuda_agent.bench.report import build_report, notes, rich_table, write_report
     from cuda_agent.bench.runner import run_bench
     from cuda_agent.eval.config import EvalConfig
+    from cuda_agent.pool.local import HarnessError, make_pool
     from cuda_agent.task.suites import load_suite
 
     suite = load_suite(args.suite, parse_levels(args.levels))

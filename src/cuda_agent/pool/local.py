@@ -1,7 +1,7 @@
 """The evaluation pool: one job API over local worker processes or a Ray cluster.
 
 Contract:
-- Jobs: `cuda_agent.bench.jobs.EvalJob` (a task plus a workdir, a source
+- Jobs: `cuda_agent.pool.jobs.EvalJob` (a task plus a workdir, a source
   snapshot or a single-file solution; a phase; an EvalConfig).
 - `pool.submit(job)` returns a `concurrent.futures.Future[EvalResult]`. A
   candidate's failure is a result; the future raises only for a harness
@@ -37,8 +37,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
-from cuda_agent.bench.jobs import GATE_STATUSES, EvalJob, HarnessError, run_job
 from cuda_agent.eval.result import EvalResult
+from cuda_agent.pool.jobs import GATE_STATUSES, EvalJob, HarnessError, run_job
 
 __all__ = ["EvalJob", "HarnessError", "LocalPool", "Pool", "make_pool", "run_job", "visible_gpus"]
 
@@ -197,7 +197,7 @@ def _harness(err: BaseException) -> BaseException:
 def make_pool(*, ray: bool = False, slots: int | None = None, device: str = "cuda",
               compile_workers: int | None = None) -> Pool:
     if ray or os.environ.get("RAY_ADDRESS"):
-        from cuda_agent.bench.ray_pool import RayPool
+        from cuda_agent.pool.ray_pool import RayPool
 
         return RayPool()
     return LocalPool(slots, device=device, compile_workers=compile_workers)

@@ -19,8 +19,8 @@ import os
 from concurrent.futures import Future
 from typing import Any
 
-from cuda_agent.bench.jobs import EvalJob, HarnessError, portable, run_gated
 from cuda_agent.eval.result import EvalResult
+from cuda_agent.pool.jobs import EvalJob, HarnessError, portable, run_gated
 
 
 class RayPool:
