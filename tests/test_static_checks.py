@@ -472,3 +472,71 @@ def test_cli_bad_input(tmp_path, capsys, monkeypatch):
     assert main(["check", str(tmp_path / "notes.txt")]) == 2
     err = capsys.readouterr().err
     assert err.count("cuda-agent check:") == 3
+
+
+# --------------------------------------------------------------------------- native code reaching Python (issue 12)
+
+_BIND_HEAD = '#include "binding_registry.h"\nnamespace py = pybind11;\n'
+
+
+@pytest.mark.parametrize("line", [
+    'pybind11::exec("x = 1");',
+    'py::eval("1");',
+    'py::module_::import("os");',
+    'py::globals()["t"] = 1;',
+    'py::object o = py::none();',
+    'auto t = py::cast(1);',
+    'PyRun_SimpleString("import sys");',
+    'PyObject* g = PyEval_GetGlobals();',
+    'PyImport_ImportModule("os");',
+    'PySys_SetObject("x", nullptr);',
+    'm.attr("f") = 1;',
+])
+def test_native_code_may_not_reach_python(line):
+    text = _BIND_HEAD + "static void f(py::module_& m) {\n  " + line + "\n}\n"
+    found = check_cpp(text, "kernels/x_binding.cpp")
+    assert "python-from-native" in _rejects(found), [f.to_dict() for f in found]
+    assert "m.def" in next(f for f in found if f.rule == "python-from-native").message  # says what to do instead
+
+
+def test_defining_functions_with_pybind11_stays_clean():
+    text = _BIND_HEAD + textwrap.dedent('''
+        static torch::Tensor op(torch::Tensor x, double alpha) { return torch::empty_like(x); }
+        // PyRun_SimpleString and py::exec named in a comment only
+        static void bind(pybind11::module_& m) {
+          m.def("op", &op, py::arg("x"), py::arg("alpha") = 1.0, "doc: calls py::exec? no",
+                py::call_guard<py::gil_scoped_release>());
+        }
+        REGISTER_BINDING(op, bind)
+    ''')
+    assert not _rejects(check_cpp(text, "kernels/x_binding.cpp"))
+
+
+@pytest.mark.parametrize("include", ["Python.h", "pybind11/embed.h", "pybind11/eval.h", "frameobject.h"])
+def test_python_headers_are_rejected(include):
+    assert "python-from-native" in _rejects(check_cpp(f"#include <{include}>\n", "kernels/x_binding.cpp"))
+
+
+@pytest.mark.parametrize("code", [
+    'mount("none", "/", 0, 0, 0);', 'umount2("/", 2);', "syscall(272, 0);", "unshare(0x10000000);", "setns(3, 0);",
+    "prctl(38, 1);", "seccomp(1, 0, 0);", "personality(0);", "ptrace(0, 0, 0, 0);", "long n = __NR_unshare;",
+    'asm volatile("syscall");', 'asm("mov $165, %%eax\\n\\tsyscall");', 'asm volatile("int $0x80");',
+])
+def test_system_calls_are_rejected(code):
+    found = check_cpp("void f() {\n  " + code + "\n}\n", "kernels/x.cu")
+    assert "system-call" in _rejects(found), [f.to_dict() for f in found]
+
+
+@pytest.mark.parametrize("include", ["sys/mount.h", "sys/syscall.h", "sys/prctl.h", "linux/seccomp.h", "sched.h"])
+def test_system_call_headers_are_rejected(include):
+    assert "system-call" in _rejects(check_cpp(f"#include <{include}>\n", "kernels/x.cu"))
+
+
+def test_system_call_names_as_fields_or_strings_pass():
+    text = 'struct S { int mount; };\nvoid f(S* s) { s->mount = 1; const char* m = "mount syscall"; (void)m; }\n'
+    assert not _rejects(check_cpp(text, "kernels/x.cu"))
+
+
+def test_python_namespace_calls_are_rejected():
+    src = "import os\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        os.unshare(os.CLONE_NEWNS)\n        return x\n"
+    assert "system-call" in _rejects(check_python(src))

@@ -96,6 +96,8 @@ RULES: dict[str, Rule] = {
     "static-tensor": Rule(W, "cpp", "a static tensor (output cache across calls?)", "allocate outputs per call"),
     "raw-cuda-malloc": Rule(W, "cpp", "cudaMalloc / host allocation in the binding", "allocate with torch::empty (the caching allocator)"),
     "load-time-code": Rule(W, "cpp", "code that runs when the library loads (__attribute__((constructor)))", "do all work in the bound functions"),
+    "python-from-native": Rule(R, "cpp", "native code reaching into Python: the Python C API (Python.h, Py*), pybind11 beyond defining functions (py::exec/eval/import/globals/object/cast, .attr(), embedding)", "bind plain functions over tensors and scalars only: m.def(\"name\", &fn, py::arg(\"x\"))"),
+    "system-call": Rule(R, "py,cpp", "namespace, mount, privilege, seccomp, ptrace and raw system calls (mount, umount2, syscall, unshare, setns, prctl, seccomp, personality, asm syscall, os.unshare)", "nothing: a kernel and its binding need no system calls"),
 }
 
 
@@ -399,6 +401,8 @@ class _PyChecker:
             return "tensor-subclass", f"{dotted} hooks tensor dispatch"
         if under(SYS_INTROSPECT):
             return "introspection", f"{dotted} reaches into the interpreter"
+        if dotted in SYSCALL_PY:
+            return "system-call", f"{dotted} is a namespace or privilege system call"
         if under({"torch.ops.load_library", "torch.classes.load_library", "torch.cuda.cudart"}):
             return "native-code", f"{dotted} loads native code"
         if _low_precision(self.precision) and (last in LOW_DTYPES or under(LOW_PRECISION_PY) or last in PRECISION_ATTRS):
@@ -882,6 +886,26 @@ FP8_PTX = re.compile(r"\.e4m3|\.e5m2")
 SUSPICIOUS_INC = re.compile(r"^(thread|future|pthread\.h|fstream|filesystem|dlfcn\.h|sys/socket\.h|netinet/.*|arpa/.*|unistd\.h|fcntl\.h|sys/mman\.h|spawn\.h|sys/wait\.h|omp\.h|chrono|sys/time\.h|ctime|time\.h)$")
 LOW_INC = re.compile(r"^(cuda_fp16\.h|cuda_bf16\.h|cuda_fp8\.h|mma\.h|cuda_fp16\.hpp|cuda_bf16\.hpp)$")
 TORCH_INC = re.compile(r"^(torch/|ATen/|c10/|binding_registry\.h)")
+# Native code that reaches Python can rewrite the harness in its own process (issue 12).
+PY_CAPI = re.compile(r"^_?Py[A-Z_][A-Za-z0-9_]*$|^PYBIND11_(EMBEDDED_MODULE|OVERRIDE\w*|OVERLOAD\w*)$")
+PY_INC = re.compile(r"^(Python\.h|frameobject\.h|structmember\.h|pyconfig\.h|pythonrun\.h|pybind11/(embed|eval|exec|iostream|pytypes|cast|attr)\.h|python[0-9.]*/.*)$")
+# pybind11 names a binding needs to define functions; everything else in the namespace reaches Python objects
+PYBIND_OK = {"module_", "module", "arg", "arg_v", "kw_only", "pos_only", "call_guard", "gil_scoped_release",
+             "return_value_policy", "overload_cast", "const_", "doc"}
+PY_MEMBERS = {"attr", "add_object", "import", "def_submodule", "reload", "inc_ref", "dec_ref", "ptr", "def_property",
+              "def_readwrite", "def_readonly", "def_static", "def_property_readonly"}
+SYSCALL_CPP = {"mount", "umount", "umount2", "syscall", "unshare", "setns", "prctl", "seccomp", "personality",
+               "pivot_root", "chroot", "mount_setattr", "open_tree", "move_mount", "fsopen", "fsmount", "fsconfig",
+               "fspick", "clone3", "process_vm_readv", "process_vm_writev", "capset", "setuid", "setgid", "setresuid",
+               "setresgid", "seteuid", "setegid", "setgroups", "keyctl", "add_key", "bpf", "perf_event_open", "ioctl",
+               "prlimit", "prlimit64", "setrlimit", "init_module", "finit_module", "kexec_load", "reboot", "swapon",
+               "userfaultfd", "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "ptrace", "mprotect"}
+SYSCALL_ID = re.compile(r"^(__NR_\w+|SYS_\w+|SECCOMP_\w+|PR_SET_\w+|CLONE_NEW\w+|MS_REMOUNT|MS_BIND|MNT_DETACH|PTRACE_\w+)$")
+SYSCALL_INC = re.compile(r"^(sys/syscall\.h|syscall\.h|sys/mount\.h|sys/prctl\.h|sys/ptrace\.h|sys/personality\.h|sys/capability\.h|sys/fsuid\.h|sched\.h|seccomp\.h|linux/.*|asm/.*)$")
+SYSCALL_ASM = re.compile(r"\bsyscall\b|\bsysenter\b|\bint\s+\$?0x80\b|\bsvc\s+#?0\b")
+SYSCALL_PY = {"os.unshare", "os.setns", "os.pidfd_open", "os.setuid", "os.setgid", "os.setresuid", "os.setresgid",
+              "os.seteuid", "os.setegid", "os.setgroups", "os.chroot", "os.sched_setaffinity", "resource.setrlimit",
+              "resource.prlimit"}
 CPP_TENSOR_VIEW = {"t", "transpose", "permute", "expand", "expand_as", "narrow", "select", "as_strided", "chunk", "split", "unbind", "to", "cuda", "cpu", "toType", "type", "item", "slice", "index", "from_blob", "resize_", "set_"}
 
 
@@ -911,7 +935,11 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
             sink.add("third-party-library", t.line, f"#include <{name}>")
         if name.startswith("/") or ".." in name.split("/") or name.startswith("proc/"):
             sink.add("file-access", t.line, f'#include "{name}" reads a file outside the workspace sources')
-        if SUSPICIOUS_INC.match(name):
+        if PY_INC.match(name):
+            sink.add("python-from-native", t.line, f"#include <{name}> reaches into the Python interpreter")
+        elif SYSCALL_INC.match(name):
+            sink.add("system-call", t.line, f"#include <{name}> declares system calls")
+        elif SUSPICIOUS_INC.match(name):
             sink.add("suspicious-include", t.line, f"#include <{name}>")
         if low and LOW_INC.match(name):
             sink.add("lowered-precision", t.line, f"#include <{name}> (half-precision or MMA header)", W)
@@ -956,6 +984,8 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
                 sink.add("lowered-precision", t.line, f"inline PTX `{t.text.strip()[:40]}` uses tensor cores / reduced precision")
             if ".incbin" in t.text:
                 sink.add("file-access", t.line, ".incbin embeds a file")
+            if SYSCALL_ASM.search(re.sub(r"\\[ntr]", " ", t.text)):  # "...\n\tsyscall": the escapes are not word breaks
+                sink.add("system-call", t.line, f"inline assembly `{t.text.strip()[:40]}` makes a raw system call")
         elif t.kind == "id" and prev.text not in ("::", ".", "->"):
             parts, j = _qualified(toks, i)
             self_line = t.line
@@ -977,6 +1007,8 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
             _check_name(sink, parts, toks, i, j, self_line, precision, torch_aware)
             i = j
             continue
+        elif t.kind == "id" and prev.text in (".", "->") and nxt.text in ("(", "<") and t.text in PY_MEMBERS:
+            sink.add("python-from-native", t.line, f".{t.text}() reaches a Python object")
         elif t.kind == "id" and prev.text in (".", "->") and torch_aware and nxt.text in ("(", "<"):
             m = t.text
             if m in TENSOR_COMPUTE or (m.endswith("_") and not m.startswith("_") and m not in ("requires_grad_", "resize_", "set_")) or DUNDER_MATH.match(m):
@@ -1047,6 +1079,10 @@ def _check_name(sink: _Sink, parts: list[str], toks: list[Tok], i: int, j: int, 
     prev = toks[i - 1].text if i else ""
     for p in parts:
         _check_plain_id(sink, p, toks, i, precision, name=name, called=nxt in ("(", "<"), prev=prev)
+    if head in ("py", "pybind11") and len(parts) > 1:
+        if parts[1] not in PYBIND_OK or any(p in ("import", "exec", "eval", "globals") for p in parts[2:]):
+            sink.add("python-from-native", line, f"{name} reaches Python objects; a binding may only define functions")
+        return
     if head in TORCH_NAMESPACES and len(parts) > 1:
         if STREAM_CPP.match(last) or GRAPH_CPP.match(last) or TIMING_CPP.match(last) or LOW_CPP_IDS.match(last):
             return  # reported by the plain-identifier rules
@@ -1084,7 +1120,13 @@ def _check_plain_id(sink: _Sink, word: str, toks: list[Tok], i: int, precision: 
         prev = toks[i - 1].text if i else ""
     shown = name or word
     low = _low_precision(precision)
-    if STREAM_CPP.match(word):
+    if PY_CAPI.match(word):
+        sink.add("python-from-native", line, f"{shown} is the Python C API")
+    elif SYSCALL_ID.match(word):
+        sink.add("system-call", line, f"{shown} names a system call or its flags")
+    elif word in SYSCALL_CPP and called and prev not in (".", "->"):
+        sink.add("system-call", line, f"{shown}() is a system call")
+    elif STREAM_CPP.match(word):
         sink.add("cuda-stream", line, f"{shown} uses another stream")
     elif GRAPH_CPP.match(word):
         sink.add("cuda-graph", line, f"{shown} is a CUDA graph")
