@@ -13,7 +13,7 @@ unshare --user --map-root-user sh -c 'ls -la /dev/nvidia* | head -4; id'
 command -v strace && unshare --user --map-root-user strace -f -e trace=openat,ioctl -o /tmp/st.txt python3 -c "$code"; grep -n "nvidia\|EPERM\|EACCES" /tmp/st.txt 2>/dev/null | grep -v "= [0-9]" | head -20
 mkdir -p /tmp/fsl_rw
 printf '%-60s ' "full sandbox + fs_lock:"
-unshare --user --map-root-user --mount --net --pid --fork --kill-child python3 -I src/cuda_agent/eval/fs_lock.py --rw /tmp/fsl_rw -- python3 -c "$code
+unshare --user --map-root-user --mount --net --pid --fork --kill-child python3 -I src/cuda_agent/sandbox/fs_lock.py --rw /tmp/fsl_rw -- python3 -c "$code
 for p in ('/tmp/fsl_rw/x', '/tmp/outside'):
     try: open(p, 'w').write('x'); print('wrote', p)
     except OSError as e: print('blocked', p, e.errno)" 2>&1 | tr '\n' ' '; echo
@@ -22,5 +22,5 @@ for flags in "--user --map-root-user --pid --fork --mount-proc" "--user --map-ro
 done
 for rw in /tmp/fsl_rw /dev/shm "/dev/shm --rw /tmp" "$HOME"; do
   printf '%-60s ' "user+mount+fs_lock rw=$rw:"
-  unshare --user --map-root-user --mount python3 -I src/cuda_agent/eval/fs_lock.py --rw $rw -- python3 -c "$code" 2>&1 | tail -1
+  unshare --user --map-root-user --mount python3 -I src/cuda_agent/sandbox/fs_lock.py --rw $rw -- python3 -c "$code" 2>&1 | tail -1
 done

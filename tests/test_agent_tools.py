@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
-from cuda_agent.agent.sandbox import BashSession, isolation_level
 from cuda_agent.agent.toolbox import Toolbox, check_arguments
 from cuda_agent.eval.result import EvalResult, Status
+from cuda_agent.sandbox.shell import BashSession, isolation_level
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import init_workspace
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_runtime_defences import cpu_cfg, hostile_ws, no_static_gate  # noqa: F401
 
-from cuda_agent.eval import sandbox
+from cuda_agent.sandbox import box as sandbox
 from cuda_agent.eval.api import evaluate_workspace
 from cuda_agent.eval.result import Status
 
@@ -52,6 +52,44 @@ def test_a_profile_drops_only_the_layers_it_names(monkeypatch):
     assert "--net" not in weaker and "--mount" in weaker and "--pid" in weaker
     nolock = sandbox.Sandbox(1 << 20, 64, ("fs_lock",)).wrap(["prog"])
     assert "--mount" not in nolock and str(sandbox.FS_LOCK) not in nolock
+    assert "--no-nest" not in full and "--no-nest" in sandbox.Sandbox(1 << 20, 64, ("nest",)).wrap(["prog"])
+    assert sandbox.Sandbox(1 << 20, 64).locked and not sandbox.Sandbox(1 << 20, 64, ("nest",)).locked
+
+
+_REMOUNT = ("import ctypes,sys,os\n"
+            "libc=ctypes.CDLL(None,use_errno=True)\n"
+            "for target in (b'/', sys.argv[2].encode()):\n"
+            "  r=libc.mount(None,target,None,32|4096,None)\n"  # MS_REMOUNT|MS_BIND: clear read-only
+            "  print('remounted' if r==0 else f'refused {ctypes.get_errno()}')\n"
+            "r=libc.umount2(sys.argv[2].encode(),2)\n"  # MNT_DETACH a pin to reach the file beneath
+            "print('unmounted' if r==0 else f'refused {ctypes.get_errno()}')\n"
+            "for p in (sys.argv[1] + '/planted', sys.argv[2]):\n"
+            "  try: open(p,'a').write('x'); print('wrote')\n"
+            "  except OSError as e: print('refused', e.errno)\n")
+
+
+@needs_sandbox
+def test_read_only_flags_are_locked_against_the_sandboxed_root(tmp_path):
+    # The command is root in its user namespace; in the nested one the kernel has locked the
+    # flags set above it, so it can neither remount read-write nor unmount a read-only pin.
+    rw, ro = tmp_path / "rw", tmp_path / "ro"
+    rw.mkdir()
+    ro.mkdir()
+    pin = rw / "model.py"
+    pin.write_text("reference\n")
+    argv = [sys.executable, "-c", _REMOUNT, str(ro), str(pin)]
+    p = subprocess.run(sandbox.Sandbox(1 << 20, 128).wrap(argv, writable=[rw], readonly=[pin]),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.split("\n")
+    assert lines[:2] == ["refused 1", "refused 1"], p.stdout  # EPERM: the flags are locked
+    assert lines[2] in ("refused 1", "refused 22"), p.stdout  # a locked mount cannot be unmounted (EINVAL)
+    assert lines[3:5] == ["refused 30", "refused 30"], p.stdout  # EROFS: outside and the pin
+    assert not (ro / "planted").exists() and pin.read_text() == "reference\n"
+    # the control: without the nested namespace the same root may clear the flags
+    q = subprocess.run(sandbox.Sandbox(1 << 20, 128, ("nest",)).wrap(argv, writable=[rw], readonly=[pin]),
+                       capture_output=True, text=True, timeout=60)
+    assert q.stdout.split("\n")[0] == "remounted", q.stdout + q.stderr
 
 
 def _listener() -> socket.socket:

@@ -36,11 +36,11 @@ from cuda_agent import __version__
 from cuda_agent.agent import best as best_mod
 from cuda_agent.agent.context import ContextManager
 from cuda_agent.agent.prompt import NUDGE_CUT_OFF, NUDGE_NO_TOOL, system_prompt, task_message
-from cuda_agent.agent.sandbox import cut_middle
 from cuda_agent.agent.toolbox import Evaluator, Observation, Renderer, Toolbox
 from cuda_agent.agent.trajectory import TrajectoryWriter
 from cuda_agent.llm.client import ChatClient, Completion, LLMError
 from cuda_agent.llm.textcalls import new_call_id
+from cuda_agent.sandbox.shell import cut_middle
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import init_workspace
 

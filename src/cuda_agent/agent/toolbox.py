@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.agent.files import FileTools, ToolFailure
-from cuda_agent.agent.sandbox import BashSession
 from cuda_agent.eval.result import EvalResult
-from cuda_agent.task.workspace import read_agent_sources
+from cuda_agent.sandbox.shell import BashSession
+from cuda_agent.task.workspace import cache_root, read_agent_sources
 
 Evaluator = Callable[[Path, str], EvalResult]
 Renderer = Callable[[EvalResult], str]
@@ -136,7 +136,9 @@ class Toolbox:
                  shell: BashSession | None = None, bash_timeout_s: float = 180.0):
         self.workspace = Path(workspace).resolve()
         self.files = FileTools(self.workspace)
-        self.shell = shell or BashSession(self.workspace, timeout_s=bash_timeout_s)
+        # tools/* inside the shell find the pristine task through the evaluator's cache (read-only there)
+        self.shell = shell or BashSession(self.workspace, timeout_s=bash_timeout_s,
+                                          extra_env={"CUDA_AGENT_CACHE": str(cache_root())})
         self._evaluator = evaluator
         self._render = render
 

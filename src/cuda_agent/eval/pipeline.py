@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.eval import gpu as gpu_mod
-from cuda_agent.eval import sandbox as sandbox_mod
 from cuda_agent.eval import sanitize as sanitize_mod
 from cuda_agent.eval import speed_of_light as sol
 from cuda_agent.eval import warm
@@ -405,7 +404,7 @@ def _sanitize(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setu
         res.defences["sanitize"] = "unavailable: " + ("compute-sanitizer not found" if tool is None else "no CUDA device")
         res.findings.append(Finding("sanitizer-unavailable", res.defences["sanitize"], Severity.WARN))
         return
-    box, _ = sandbox_mod.for_config(cfg)
+    box, _ = warm.sandbox_for(cfg)
     env = {**child_env(cand.task.precision), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     done = []
     with ExitStack() as stack:

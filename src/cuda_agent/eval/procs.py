@@ -13,11 +13,11 @@ Contract:
   be reused (a CUDA error poisons its context).
 - `Child(..., wrap=f)` starts `f(argv)` instead of argv (the sandbox's
   namespace and rlimit wrapper); the pipes pass through it unchanged.
-- `scrubbed_env` builds the child's environment from an allow-list: secrets
-  such as API keys never reach candidate code.
+- `scrubbed_env` builds the child's environment from the sandbox's allow-list
+  (`cuda_agent.sandbox.env`): secrets such as API keys never reach candidate code.
 
 Not guaranteed: isolation beyond process groups and the scrubbed environment
-(namespaces and resource limits are the sandbox module's job).
+(namespaces and resource limits are `cuda_agent.sandbox`'s job).
 """
 
 from __future__ import annotations
@@ -34,29 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.sandbox import env as sandbox_env
+from cuda_agent.sandbox.env import kill_group
+
 LOG_TAIL_CHARS = 6000
 MAX_REPLY_BYTES = 1 << 20
 
-_ENV_ALLOW = (
-    "PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER",
-    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-    "NVIDIA_VISIBLE_DEVICES", "TRITON_PTXAS_PATH", "CC", "CXX",
-)
-
-
 def tail(text: str, n: int = LOG_TAIL_CHARS) -> str:
     return text if len(text) <= n else "[...]\n" + text[-n:]
-
-
-def _kill_group(proc: subprocess.Popen[Any]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 @dataclass
@@ -80,20 +65,16 @@ def run_command(cmd: list[str], *, timeout: float, cwd: Path | None = None, env:
         out, _ = proc.communicate(timeout=max(timeout, 0.1))
         rc: int | None = proc.returncode
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         out, rc = (proc.stdout.read() if proc.stdout else b""), None
     return CommandResult(rc, tail(out.decode(errors="replace")), time.monotonic() - t0)
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in _ENV_ALLOW}
     # The child imports cuda_agent from wherever this parent found it.
     pkg_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = pkg_root
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONHASHSEED"] = str(int.from_bytes(os.urandom(4), "little"))
-    env.update(extra or {})
-    return env
+    own = {"PYTHONPATH": pkg_root, "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": str(int.from_bytes(os.urandom(4), "little"))}
+    return sandbox_env.scrubbed_env(extra={**own, **(extra or {})})
 
 
 @dataclass
@@ -204,7 +185,7 @@ class Child:
 
     def kill(self) -> None:
         self.dead = True
-        _kill_group(self.proc)
+        kill_group(self.proc)
 
     def finish(self, timeout: float) -> int | None:
         """Ask the child to exit and wait for it (a wrapper such as compute-sanitizer writes its

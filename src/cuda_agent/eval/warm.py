@@ -39,8 +39,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.eval import sandbox as sandbox_mod
 from cuda_agent.eval.procs import Child, scrubbed_env
+from cuda_agent.sandbox import Sandbox, profile_for
 from cuda_agent.task.workspace import cache_root
 
 
@@ -55,6 +55,11 @@ def child_env(precision: str) -> dict[str, str]:
     if precision == "fp32":
         extra["NVIDIA_TF32_OVERRIDE"] = "0"  # no TF32 in cuBLAS/cuDNN, whatever the code asks for
     return scrubbed_env(extra)
+
+
+def sandbox_for(cfg: Any) -> tuple[Sandbox | None, str]:
+    """The sandbox of this evaluation's candidate processes and its word for the record."""
+    return profile_for(cfg.sandbox, cfg.device, cfg.sandbox_max_file_bytes, cfg.sandbox_max_procs)
 
 
 def child_dirs(tmp: Path, name: str, env: dict[str, str], private_caches: bool) -> tuple[list[Path], dict[str, str]]:
@@ -117,7 +122,7 @@ def spawn(cfg: Any, precision: str) -> Pair:
         tmp = Path(stack.enter_context(scratch_dir()))
         logs = log_dir(stack)
         env = child_env(precision)
-        box, word = sandbox_mod.for_config(cfg)
+        box, word = sandbox_for(cfg)
         kids: dict[str, Child] = {}
         io: dict[str, Path] = {}
         for role in ("reference", "candidate"):

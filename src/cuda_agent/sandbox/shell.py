@@ -1,29 +1,23 @@
-"""A persistent bash session for the agent, confined to its workspace.
+"""A persistent bash session for the agent, confined to its workspace by the one sandbox.
 
-What is isolated, when `unshare` user namespaces work (level "full"):
-- network: a fresh network namespace with only a loopback that is down, so no
-  connection leaves the shell, not even to 127.0.0.1;
-- file system: every mount is remounted read-only except the workspace and a
-  private temporary directory (also HOME and TMPDIR); the protected workspace
-  files (model.py, binding files, SKILL.md, tools/, .cuda-agent/) are bind-mounted
-  read-only on top. The read-only flags are set in an outer namespace and the
-  shell runs in a nested one, so the kernel locks them: `mount -o remount,rw`
-  fails even though the shell sees itself as root;
-- processes: a PID namespace; killing the session kills everything it started;
-- environment: scrubbed to an allow-list (no API keys, no evaluator seeds).
-Level "net" (mount namespaces refused) keeps the network and process isolation
-only; level "none" (no usable `unshare`) is a plain bash with the scrubbed
-environment, and `note` says so.
+Isolation comes from `cuda_agent.sandbox.box` (the same wrapping, probe and guarantees as the
+evaluator's candidate processes): no network, a pid namespace whose processes all die with the
+session, every mount read-only except the workspace and a private temporary directory (also
+HOME and TMPDIR), the protected workspace files (model.py, binding files, SKILL.md, tools/,
+.cuda-agent/) pinned read-only on top, and all of that locked by a nested user namespace, so
+`mount -o remount,rw` fails even though the shell sees itself as root. The environment is the
+sandbox's allow-list plus what the caller adds (`extra_env`, e.g. CUDA_AGENT_CACHE).
+`level`: "full" (the locked file system and the rest), "net" (the probe found the file system
+layers unusable: network and process isolation only), "none" (no usable `unshare`: a plain
+bash with the scrubbed environment); `note` says which, and why.
 
-Not isolated: CPU, memory and GPU use (the per-command timeout is the only
-limit), reads of the whole file system, and /proc. The evaluator's cache is
-read-only inside the shell, so `tools/compile` run from the shell cannot write
-build caches there; the agent's compile/verify/profile tools run outside.
+Not isolated: CPU, memory and GPU use (the per-command timeout is the only limit), reads of the
+whole file system, and /proc.
 
-Contract: `run(command)` never raises for anything the command does; it returns
-a `ShellResult` (output cut to head and tail with a marker, exit code, timed_out).
-A command that times out or exits the shell restarts the session (working
-directory and variables are reset, and the result says so).
+Contract: `run(command)` never raises for anything the command does; it returns a
+`ShellResult` (output cut to head and tail with a marker, exit code, timed_out). A command that
+times out or exits the shell restarts the session (working directory and variables are reset,
+and the result says so).
 """
 
 from __future__ import annotations
@@ -34,7 +28,6 @@ import re
 import select
 import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -42,50 +35,31 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_agent.task.workspace import cache_root
+from cuda_agent.sandbox.box import Sandbox, probe
+from cuda_agent.sandbox.env import kill_group, scrubbed_env
 
 PROTECTED_IN_WORKSPACE = ("model.py", "binding.cpp", "binding_registry.h", "SKILL.md", "tools", ".cuda-agent")
-_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
-              "TORCH_CUDA_ARCH_LIST", "NVIDIA_VISIBLE_DEVICES", "CUDA_AGENT_PYTHON")
-_NS = ["unshare", "--user", "--map-root-user", "--net"]
-_NS_FULL = _NS + ["--mount", "--pid", "--fork", "--kill-child", "--mount-proc"]
-# Runs as root of the outer namespace: bind the writable paths, remount every
-# other mount read-only, pin the protected files read-only, then start the shell
-# in a nested user+mount namespace so those flags become locked.
-_SETUP = r"""
-set -u
-ws=$1; tmp=$2; shift 2
-mount --bind "$ws" "$ws" && mount --bind "$tmp" "$tmp" || exit 97
-while read -r _ m _; do
-  m=$(printf '%b' "$m")
-  case $m in "$ws"|"$tmp"|/proc|/proc/*) continue;; esac
-  mount -o remount,bind,ro "$m" 2>/dev/null
-done < /proc/self/mounts
-for p in "$@"; do
-  [ -e "$ws/$p" ] && mount --bind "$ws/$p" "$ws/$p" && mount -o remount,bind,ro "$ws/$p"
-done
-cd "$ws" || exit 98
-exec unshare --user --map-root-user --mount bash --noprofile --norc
-"""
+_SHELL_ENV = ("TORCH_CUDA_ARCH_LIST", "CUDA_AGENT_PYTHON")
+_SHELL_FILE_BYTES = 8 << 30
+_SHELL_PROCS = 4096
 
 
 @functools.lru_cache(maxsize=1)
 def isolation_level() -> str:
-    """"full", "net" or "none": what this machine lets an unprivileged user do."""
-    if shutil.which("unshare") is None:
+    """"full", "net" or "none": what the sandbox probe found this machine allows."""
+    without, _ = probe("cpu")
+    if without is None or "net" in without:
         return "none"
-    probe_dir = tempfile.mkdtemp(prefix="cuda-agent-probe-")
-    try:
-        full = _NS_FULL + ["bash", "-c", _SETUP, "setup", probe_dir, probe_dir]
-        r = subprocess.run(full, input=b"exit 0\n", capture_output=True, timeout=20)
-        if r.returncode == 0:
-            return "full"
-        r = subprocess.run(_NS + ["true"], capture_output=True, timeout=20)
-        return "net" if r.returncode == 0 else "none"
-    except (OSError, subprocess.SubprocessError):
-        return "none"
-    finally:
-        shutil.rmtree(probe_dir, ignore_errors=True)
+    return "net" if {"fs_lock", "nest"} & set(without) else "full"
+
+
+def _box(level: str) -> Sandbox | None:
+    without, _ = probe("cpu")
+    if level == "none" or without is None:
+        return None
+    if level == "net":
+        return Sandbox(_SHELL_FILE_BYTES, _SHELL_PROCS, tuple(sorted(set(without) | {"fs_lock", "nest"})))
+    return Sandbox(_SHELL_FILE_BYTES, _SHELL_PROCS, without)
 
 
 @dataclass
@@ -123,28 +97,26 @@ class BashSession:
     @property
     def note(self) -> str:
         return {
-            "full": "shell isolated: no network, file system read-only outside the workspace",
+            "full": "shell isolated: no network, file system read-only (and locked) outside the workspace",
             "net": "shell isolated from the network only (mount namespaces unavailable)",
             "none": "shell NOT isolated (unshare unavailable): network and file system are open",
         }[self.level]
 
     def _env(self) -> dict[str, str]:
-        env = {k: os.environ[k] for k in _ENV_ALLOW if k in os.environ}
+        env = scrubbed_env(_SHELL_ENV)
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-        # tools/* inside the shell find the pristine task through the cache (read-only there)
-        env.update(HOME=str(self._private / "home"), TMPDIR=str(self._private), TERM="dumb",
-                   CUDA_AGENT_CACHE=str(cache_root()), PYTHONDONTWRITEBYTECODE="1")
+        env.update(HOME=str(self._private / "home"), TMPDIR=str(self._private), TERM="dumb", PYTHONDONTWRITEBYTECODE="1")
         env.update(self._extra_env)
         return env
 
     def _start(self) -> None:
-        protected = [p for p in PROTECTED_IN_WORKSPACE if (self.workspace / p).exists()]
-        if self.level == "full":
-            argv = _NS_FULL + ["bash", "-c", _SETUP, "setup", str(self.workspace), str(self._private), *protected]
-        elif self.level == "net":
-            argv = _NS + ["bash", "--noprofile", "--norc"]
+        shell = ["bash", "--noprofile", "--norc"]
+        box = _box(self.level)
+        if box is not None:
+            pins = [self.workspace / p for p in PROTECTED_IN_WORKSPACE if (self.workspace / p).exists()]
+            argv = box.wrap(shell, writable=[self.workspace, self._private], readonly=pins, cwd=self.workspace)
         else:
-            argv = ["bash", "--noprofile", "--norc"]
+            argv = shell
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       cwd=self.workspace, env=self._env(), start_new_session=True)
         self._marker = "__CUDA_AGENT_DONE_" + uuid.uuid4().hex + "__"
@@ -152,14 +124,7 @@ class BashSession:
     def _kill(self) -> None:
         if self._proc is None:
             return
-        try:
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self._proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+        kill_group(self._proc, wait_s=5)
         for f in (self._proc.stdin, self._proc.stdout):
             if f:
                 f.close()
