@@ -162,11 +162,28 @@ def redteam_case(case: Path, dest: Path) -> EvalResult:
     return evaluate_workspace(ws, config=cfg)
 
 
-def _hack_worker(case: str, dest: str) -> tuple[dict, float]:
-    """Runs in a spawned process: one hack's evaluation, as a dict, and its wall seconds."""
+def _hack_worker(case: str, dest: str) -> tuple[dict, float, str]:
+    """Runs in a spawned process: one hack's evaluation, as a dict, its wall seconds, and a note on the
+    files a hijack aimed at ("" when none, else "contained" or "BREACH: ...")."""
+    expect = json.loads((Path(case) / "EXPECT.json").read_text())
+    switch = expect.get("hijack")
+    victim, planted = Path(dest + "_victim.bin"), Path(dest + "_planted.txt")
+    if switch:  # the harness in the candidate process acts as a rewritten one (eval/child.py)
+        victim.write_bytes(b"precious")
+        planted.unlink(missing_ok=True)
+        os.environ["CUDA_AGENT_TEST_HIJACK"] = switch.format(victim=victim, planted=planted)
     t0 = time.monotonic()
-    r = redteam_case(Path(case), Path(dest)).to_dict()
-    return r, time.monotonic() - t0
+    try:
+        r = redteam_case(Path(case), Path(dest)).to_dict()
+    finally:
+        os.environ.pop("CUDA_AGENT_TEST_HIJACK", None)
+    note = ""
+    if switch:
+        lost = [w for w, bad in (("victim deleted", not victim.exists()), ("file planted", planted.exists())) if bad]
+        note = "BREACH: " + ", ".join(lost) if lost else "contained"
+        if expect.get("status") and r["status"] != expect["status"]:
+            note += f"; status {r['status']}, expected {expect['status']}"
+    return r, time.monotonic() - t0, note
 
 
 def row(name: str, r: EvalResult, expect: str, ok: bool, wall: float) -> dict:
@@ -175,6 +192,8 @@ def row(name: str, r: EvalResult, expect: str, ok: bool, wall: float) -> dict:
         "time_ms": r.time_ms, "eager_ms": r.eager_ms, "compile_ms": r.compile_ms,
         "vs_eager": r.speedup_vs_eager, "vs_compile": r.speedup_vs_compile,
         "cv": r.timing.cv if r.timing else None, "wall_s": round(wall, 1), "message": r.message[:160],
+        # the trusted clock's per-call time over the reported one (issue 12): <= 1 + tol when they agree
+        "u_over_t": r.trusted_ms / r.timing.median_ms if r.trusted_ms and r.timing and r.timing.median_ms else None,
     }
 
 
@@ -271,14 +290,14 @@ def main() -> int:
             futs = {case: ex.submit(_hack_worker, str(case), str(work / f"rt_hacks_{case.name}")) for case in hacks}
             for case, fut in futs.items():
                 try:
-                    got, wall = fut.result()
+                    got, wall, note = fut.result()
                     r = EvalResult.from_dict(got)
                 except Exception as e:  # noqa: BLE001 - a harness bug is reported, the run goes on
                     print(f"[FAIL] hacks/{case.name}: harness raised {type(e).__name__}: {e}", flush=True)
                     count("hacks rejected", False)
                     continue
-                ok = r.reward == -1 or r.status.value == "rejected"
-                record(f"hack/{case.name}", r, "reward -1", ok, wall)
+                ok = (r.reward == -1 or r.status.value == "rejected") and not note.startswith("BREACH") and "expected" not in note
+                record(f"hack/{case.name}", r, "reward -1", ok, wall, note)
                 count("hacks rejected", ok)
 
     if not a.skip_examples:
@@ -299,9 +318,10 @@ def main() -> int:
     if a.overhead > 0:  # issue 3: the wall time the defences add to one evaluation (build cached, baselines cached)
         good = ROOT / "examples" / "diag_matmul"
         off = dict(runtime_guards=False, fresh_timing_inputs=False, side_stream_guard=False, sandbox="off",
-                   shape_probe=False)
+                   shape_probe=False, trusted_clock=False)
         for k in range(a.overhead):
-            for mode, kw in (("on", {}), ("off", off)):
+            # "no_clock": every defence but issue 12's trusted clock, to show what that one adds
+            for mode, kw in (("on", {}), ("no_clock", {"trusted_clock": False}), ("off", off)):
                 ws = workspace(good / "task.py", good / "solution", work / f"overhead_{mode}_{k}")
                 t0 = time.monotonic()
                 r = evaluate_workspace(ws, config=EvalConfig(reuse_results=False, **kw))
@@ -319,11 +339,12 @@ def main() -> int:
         print("\n".join((p.stdout + p.stderr).strip().splitlines()[-15:]))
 
     print("\n" + "=" * 118)
-    print(f"{'check':28} {'expect':14} {'status':14} {'rw':>3} {'t ms':>9} {'eager':>9} {'compile':>9} {'xEag':>6} {'xComp':>6} {'cv':>6} {'wall s':>7}")
+    print(f"{'check':28} {'expect':14} {'status':14} {'rw':>3} {'t ms':>9} {'eager':>9} {'compile':>9} {'xEag':>6} {'xComp':>6} {'cv':>6} {'u/t':>5} {'wall s':>7}")
     for x in rows:
         print(f"{x['name'][:28]:28} {x['expect']:14} {x['status']:14} {fmt(x['reward'], 'd'):>3} "
               f"{fmt(x['time_ms'], '.4g'):>9} {fmt(x['eager_ms'], '.4g'):>9} {fmt(x['compile_ms'], '.4g'):>9} "
-              f"{fmt(x['vs_eager'], '.2f'):>6} {fmt(x['vs_compile'], '.2f'):>6} {fmt(x['cv'], '.3f'):>6} {x['wall_s']:>7}  {'ok' if x['ok'] else 'FAIL'}"
+              f"{fmt(x['vs_eager'], '.2f'):>6} {fmt(x['vs_compile'], '.2f'):>6} {fmt(x['cv'], '.3f'):>6} "
+              f"{fmt(x.get('u_over_t'), '.2f'):>5} {x['wall_s']:>7}  {'ok' if x['ok'] else 'FAIL'}"
               + (f"  {x['note']}" if x.get("note") else ""))
     for kind, (n_ok, n) in counts.items():
         print(f"{kind}: {n_ok}/{n}")
@@ -333,6 +354,9 @@ def main() -> int:
         on, off_ = statistics.median(overhead["on"]), statistics.median(overhead["off"])
         print(f"defences: one evaluation {on:.2f} s with, {off_:.2f} s without (median of {len(overhead['on'])}); "
               f"they add {on - off_:.2f} s")
+        if overhead.get("no_clock"):
+            nc = statistics.median(overhead["no_clock"])
+            print(f"trusted clock (issue 12): {on:.2f} s with, {nc:.2f} s without; it adds {on - nc:.2f} s")
     failed = [x["name"] for x in rows if not x["ok"]]
     saved = json.loads((out / "gpu_check.json").read_text())["rows"] if rows else []
     print(f"results on disk: {len(saved)}/{len(rows)} rows in {out / 'gpu_check.json'}")

@@ -2,8 +2,9 @@
 
 Started by `procs.Child` as `python -m cuda_agent.eval.child --role R --fd-in A
 --fd-out B`. It reads JSON commands from fd A and writes one JSON reply per
-command to fd B; tensors travel through files the parent names
-(`tensorfile`). Commands: `setup` (load the task, build Model under a seed;
+command to fd B, both in the typed shapes of `protocol`; tensors travel
+through files at paths the parent computes (`protocol.output_path`,
+`tensorfile`). Commands: `setup` (load the task, build Model under a seed;
 for the candidate also load the built extension and ModelNew, copying
 Model's state_dict into it), `run` (outputs for given input seeds, with
 outputs poisoned before each call and inputs checked unchanged after it),
@@ -12,7 +13,11 @@ timed call when the parent sends `fresh_seed`), `compare` (reference role:
 check a candidate's output file against outputs kept on the device, so large
 outputs never cross to the parent), `controls` (reference role: negative
 controls for `lint-task`), `bandwidth` (a device copy, for the speed-of-light
-flag), `exit`. With `guard` at setup (candidate role), `run` and `time` also
+flag), `burst` (back-to-back calls on fresh inputs, each output reduced to a
+digest under secret weights; the parent clocks it: `trusted_time`),
+`digests` (reference role: the same digests of the reference's outputs),
+`exit`. The reference reads and removes output files only inside the
+candidate's io dir it was given at setup (`peer_io`), never through a link. With `guard` at setup (candidate role), `run` and `time` also
 report the runtime defences of `runtime_checks`: the ATen ops executed in the
 forward (correctness runs and one untimed call on a fresh timing input) and
 threads that outlived a call.
@@ -25,6 +30,12 @@ with `ok: false`; the parent kills the process after it.
 Not guaranteed: anything once candidate code runs in this process. It can
 read this process's memory and fds; the parent treats every reply from the
 candidate role as untrusted data.
+
+Test-only: `CUDA_AGENT_TEST_HIJACK` (set in the parent's environment, passed
+to the children by `warm.child_env`) makes this harness act, in the
+candidate role, as a harness that candidate code had rewritten: it lets the
+red-team corpus test the parent's defences on their own where the static
+rules would stop the real hijack first (`_hijack`).
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ import importlib.util
 import json
 import os
 import random
+import stat
 import sys
 import time
 import traceback
@@ -43,6 +55,7 @@ from typing import Any
 
 import torch
 
+from cuda_agent.eval import protocol as P
 from cuda_agent.eval.compare import compare_outputs
 from cuda_agent.eval.result import CheckRecord
 from cuda_agent.eval.runtime_checks import OpLog, new_threads, thread_ids
@@ -60,6 +73,9 @@ class State:
         self.notes: list[str] = []
         self.kept: dict[str, list[Any]] = {}  # reference role: outputs by label, for `compare`
         self.guard = False  # candidate role: op log and thread census (runtime_checks)
+        self.peer_io: str | None = None  # reference role: the candidate's io dir (setup)
+        self.template: list[Any] = []  # reference role: the last `digests` outputs, for the overhead burst
+        self.weights: dict[tuple[int, int, tuple[int, ...]], Any] = {}  # burst digest weights by (seed, index, shape)
         self.ops: dict[str, int] = {}
         self.threads: list[str] = []
         self._staging: Staging | None = None
@@ -151,34 +167,45 @@ def _poison(st: State) -> None:
         del p
 
 
-def cmd_setup(st: State, msg: dict[str, Any]) -> dict[str, Any]:
-    if msg.get("precision", "fp32") == "fp32":
+def _hijack() -> dict[str, str]:
+    """The test-only hijack switch (module docstring), e.g. "fake_time=0.1" (report faster times),
+    "spoof_gpu=NAME", "reply_path=/p" (name another file for the reference), "remount=/p" (make the
+    file system writable and plant /p), "fake_digest=1" (skip the burst's work), "drop_guard=1"."""
+    raw = os.environ.get("CUDA_AGENT_TEST_HIJACK", "")
+    return dict(kv.split("=", 1) for kv in raw.split(",") if "=" in kv)
+
+
+def cmd_setup(st: State, req: P.Setup) -> dict[str, Any]:
+    if req.precision == "fp32":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.set_float32_matmul_precision("highest")
-    st.guard = bool(msg.get("guard")) and st.role == "candidate"
-    if msg.get("cwd"):
+    st.guard = req.guard and st.role == "candidate"
+    st.peer_io = os.path.realpath(req.peer_io) if req.peer_io and st.role == "reference" else None
+    if req.cwd:
         # a child started ahead of its evaluation (eval.warm) moves into the staged dir now:
         # the candidate sees the same working dir and sibling imports as a child started there
-        os.chdir(msg["cwd"])
-        sys.path.insert(0, msg["cwd"])
-    if msg.get("device") == "cpu":
+        os.chdir(req.cwd)
+        sys.path.insert(0, req.cwd)
+    if req.device == "cpu":
         st.device = torch.device("cpu")
     else:
         torch.cuda.set_device(st.device)
-    st.task = _import_file("model", Path(msg["task_path"]))
-    _seed_all(msg["init_seed"])
+    st.task = _import_file("model", Path(req.task_path))
+    _seed_all(req.init_seed)
     ref = st.task.Model(*st.task.get_init_inputs()).to(st.device)
     if st.role == "reference":
         st.model = ref
     else:
-        sol = msg["solution"]
-        if sol.get("so_path"):
-            _import_file("cuda_extension", Path(sol["so_path"]))
-        mod = _import_file("model_new", Path(sol["path"]))
+        sol = req.solution
+        if sol is None:
+            raise ValueError("the candidate's setup names no solution")
+        if sol.so_path:
+            _import_file("cuda_extension", Path(sol.so_path))
+        mod = _import_file("model_new", Path(sol.path))
         if not hasattr(mod, "ModelNew"):
-            raise AttributeError(f"{Path(sol['path']).name} defines no class ModelNew")
-        _seed_all(msg["init_seed"])
+            raise AttributeError(f"{Path(sol.path).name} defines no class ModelNew")
+        _seed_all(req.init_seed)
         new = mod.ModelNew(*st.task.get_init_inputs()).to(st.device)
         ref_keys, new_keys = set(ref.state_dict()), set(new.state_dict())
         if ref_keys == new_keys:
@@ -191,8 +218,25 @@ def cmd_setup(st: State, msg: dict[str, Any]) -> dict[str, Any]:
             )
         del ref
         st.model = new
-    name = torch.cuda.get_device_properties(st.device).name if st.device.type == "cuda" else "cpu"
-    return {"gpu": name, "torch": torch.__version__, "notes": st.notes}
+    reply: dict[str, Any] = {"notes": st.notes}
+    if st.role == "candidate":
+        hj = _hijack()
+        if "spoof_gpu" in hj:  # a rewritten harness claiming another GPU (the parent reads its own)
+            reply["gpu"] = hj["spoof_gpu"]
+        if hj.get("remount"):
+            _hijack_remount(hj["remount"])
+    return reply
+
+
+def _hijack_remount(target: str) -> None:
+    """A rewritten harness trying to make the file system writable and plant a file outside its dirs."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(None, b"/", None, 32 | 4096, None) != 0:  # MS_REMOUNT | MS_BIND, read-write
+        raise PermissionError(f"hijack: remount of / refused (errno {ctypes.get_errno()})")
+    with open(target, "w") as f:
+        f.write("planted by a candidate\n")
 
 
 def _guarded_call(st: State, fn: Any, inputs: list[Any]) -> Any:
@@ -223,31 +267,36 @@ def _run_one(st: State, fn: Any, inputs: list[Any]) -> tuple[list[Any], bool]:
     return outs, mutated
 
 
-def _save(st: State, outs: list[Any], inputs: list[Any], path: str) -> dict[str, Any]:
+def _save(st: State, outs: list[Any], inputs: list[Any], path: str) -> list[dict[str, Any]]:
     meta = [_describe(t, inputs) for t in outs]
     tensors = [t for t in outs if isinstance(t, torch.Tensor)]
     st.out_nbytes = sum(t.numel() * t.element_size() for t in tensors)
     if len(tensors) == len(outs):
         save_tensors(path, tensors, st.staging)
-    return {"file": path, "meta": meta}
+    return meta
 
 
-def cmd_run(st: State, msg: dict[str, Any]) -> dict[str, Any]:
+def cmd_run(st: State, req: P.Run) -> dict[str, Any]:
     results = []
     split = {"inputs": 0.0, "call": 0.0, "save": 0.0}  # where the phase's seconds go (issue 2's turnaround)
-    for i, seed in enumerate(msg["seeds"]):
+    fake_path = _hijack().get("reply_path") if st.role == "candidate" else None
+    for i, seed in enumerate(req.seeds):
         t0 = time.perf_counter()
         inputs = make_inputs(st, seed)
-        if msg.get("grow_seed") is not None:
-            inputs = grow_inputs(inputs, make_inputs(st, msg["grow_seed"]))
+        if req.grow_seed is not None:
+            inputs = grow_inputs(inputs, make_inputs(st, req.grow_seed))
         t1 = time.perf_counter()
         outs, mutated = _run_one(st, st.model, inputs)
         t2 = time.perf_counter()
-        if msg.get("keep"):  # reference role: keep on the device, compared later in this process
-            st.kept[f"{msg['tag']}#{i}"] = outs
-            rec = {"meta": [_describe(t, inputs) for t in outs]}
+        if req.keep:  # reference role: keep on the device, compared later in this process
+            st.kept[f"{req.tag}#{i}"] = outs
+            rec: dict[str, Any] = {"meta": [_describe(t, inputs) for t in outs]}
         else:
-            rec = _save(st, outs, inputs, os.path.join(msg["out_dir"], f"{msg.get('tag', 'run')}_{i}.bin"))
+            if req.out_dir is None:
+                raise ValueError("run: neither keep nor out_dir")
+            rec = {"meta": _save(st, outs, inputs, P.output_path(req.out_dir, req.tag, i))}
+            if fake_path:  # a rewritten harness naming another file for the trusted reference to read and remove
+                rec["file"] = fake_path
         split["inputs"] += t1 - t0
         split["call"] += t2 - t1
         split["save"] += time.perf_counter() - t2
@@ -255,83 +304,176 @@ def cmd_run(st: State, msg: dict[str, Any]) -> dict[str, Any]:
         rec["in_nbytes"] = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
         results.append(rec)
     reply: dict[str, Any] = {"outputs": results, "t": split}
-    if st.guard:
+    if st.guard and not _hijack().get("drop_guard"):
         reply["guard"] = st.guard_report()
     return reply
 
 
-def cmd_compare(st: State, msg: dict[str, Any]) -> dict[str, Any]:
-    """Reference role only: compare a candidate's output file with kept outputs."""
+def cmd_compare(st: State, req: P.Compare) -> dict[str, Any]:
+    """Reference role only: compare a candidate's output file with kept outputs. The file must lie in
+    the candidate's io dir named at setup (the parent computes every path itself, so anything else
+    is a harness bug); a link or a non-regular file there is the candidate's unreadable output, and
+    is removed (the link itself, never its target)."""
     if st.role != "reference":
         raise PermissionError("compare runs in the reference process only")
-    ref = [t for t in st.kept[msg["ref"]] if isinstance(t, torch.Tensor)]
+    if st.peer_io is None or os.path.realpath(os.path.dirname(req.file)) != st.peer_io:
+        raise PermissionError(f"compare: {req.file} is not in the candidate's io dir")
+    ref = [t for t in st.kept[req.ref] if isinstance(t, torch.Tensor)]
     t0 = time.perf_counter()
     try:
-        out = load_tensors(msg["file"], msg["max_bytes"], st.staging, st.device) if os.path.exists(msg["file"]) else []
+        if os.path.lexists(req.file) and not stat.S_ISREG(os.lstat(req.file).st_mode):
+            raise TensorFileError("the output file is a link or not a regular file")
+        out = load_tensors(req.file, req.max_bytes, st.staging, st.device) if os.path.exists(req.file) else []
     except (TensorFileError, OSError) as e:
-        return {"check": asdict(CheckRecord(label=msg["label"], passed=False, message=f"outputs could not be read back: {e}"))}
+        return {"check": asdict(CheckRecord(label=req.label, passed=False, message=f"outputs could not be read back: {e}"))}
     finally:
-        if os.path.exists(msg["file"]):
-            os.unlink(msg["file"])
+        try:
+            if os.path.lexists(req.file):
+                os.unlink(req.file)
+        except OSError:
+            pass
     t1 = time.perf_counter()
-    rec = compare_outputs(msg["label"], ref, out, msg["meta"], atol=msg["atol"], rtol=msg["rtol"], device=st.device.type)
+    rec = compare_outputs(req.label, ref, out, req.meta, atol=req.atol, rtol=req.rtol, device=st.device.type)
     return {"check": asdict(rec), "t": {"load": t1 - t0, "compare": time.perf_counter() - t1}}
 
 
-def cmd_time(st: State, msg: dict[str, Any]) -> dict[str, Any]:
-    input_sets = [make_inputs(st, s) for s in msg["seeds"]]
-    fn = torch.compile(st.model) if msg.get("compiled") else st.model
-    base = msg.get("fresh_seed")
+def _hijack_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    """A rewritten harness reporting faster times than it measured (test-only switch)."""
+    f = float(_hijack().get("fake_time", "1"))
+    if f == 1:
+        return stats
+    return {k: (v * f if k in ("median_ms", "mean_ms", "min_ms", "probe_ms", "enqueue_ms") and v is not None else v)
+            for k, v in stats.items()}
+
+
+def cmd_time(st: State, req: P.Time) -> dict[str, Any]:
+    input_sets = [make_inputs(st, s) for s in req.seeds]
+    fn = torch.compile(st.model) if req.compiled else st.model
+    base = req.fresh_seed
     fresh = (lambda g: make_inputs(st, derive_seed(base, g))) if base is not None else None
     kept: dict[int, Any] = {}
     before = thread_ids() if st.guard else set()
     stats, last = time_calls(
-        fn, input_sets, clock="cuda" if st.device.type == "cuda" else "host", n_warmup=msg["n_warmup"], n_timed=msg["n_timed"],
-        max_cv=msg["max_cv"], max_rounds=msg["max_rounds"], before_call=lambda: _poison(st),
-        fresh_inputs=fresh, checked=int(msg.get("checked", 0)) if msg.get("out_dir") else 0, kept=kept,
-        sync_before_end=bool(msg.get("sync_before_end")),
+        fn, input_sets, clock="cuda" if st.device.type == "cuda" else "host", n_warmup=req.n_warmup, n_timed=req.n_timed,
+        max_cv=req.max_cv, max_rounds=req.max_rounds, before_call=lambda: _poison(st),
+        fresh_inputs=fresh, checked=req.checked if req.out_dir else [], kept=kept,
+        sync_before_end=req.sync_before_end,
     )
-    reply: dict[str, Any] = {"stats": stats, "outputs": []}
+    reply: dict[str, Any] = {"stats": _hijack_stats(stats) if st.role == "candidate" else stats, "outputs": []}
     if st.guard:
         st.threads += new_threads(before)
         # one untimed call on a fresh timing input, under the op log
         extra = make_inputs(st, derive_seed(base, -1)) if base is not None else input_sets[0]
         _poison(st)
         _guarded_call(st, fn, extra)
-        reply["guard"] = st.guard_report()
-    if msg.get("out_dir"):
+        if not _hijack().get("drop_guard"):
+            reply["guard"] = st.guard_report()
+    if req.out_dir:
         if fresh is not None:
             for g, out in sorted(kept.items()):
-                rec = _save(st, _flatten(out), [], os.path.join(msg["out_dir"], f"timed_call_{g}.bin"))
-                reply["outputs"].append({**rec, "call": g})
+                meta = _save(st, _flatten(out), [], P.timed_path(req.out_dir, g))
+                reply["outputs"].append({"meta": meta, "call": g})
         else:
             for i, (out, inputs) in enumerate(zip(last, input_sets, strict=True)):
-                reply["outputs"].append(_save(st, _flatten(out), inputs, os.path.join(msg["out_dir"], f"timed_{i}.bin")))
+                meta = _save(st, _flatten(out), inputs, P.timed_path(req.out_dir, i))
+                reply["outputs"].append({"meta": meta, "call": i})
     return reply
 
 
-def cmd_controls(st: State, msg: dict[str, Any]) -> dict[str, Any]:
+DIGESTS_PER_OUTPUT = 2  # independent weight tensors: a wrong output slips past one with ~10 % chance, past both ~1 %
+
+
+def _weights(st: State, seed: int, j: int, like: torch.Tensor) -> torch.Tensor:
+    """Secret digest weights j of this burst: standard normal, the output's shape."""
+    key = (seed, j, tuple(like.shape))
+    w = st.weights.get(key)
+    if w is None:
+        if len(st.weights) > 16:
+            st.weights.clear()
+        g = torch.Generator(device=like.device)
+        g.manual_seed(derive_seed(seed, j))
+        w = torch.randn(like.shape, generator=g, device=like.device, dtype=torch.float32)
+        st.weights[key] = w
+    return w
+
+
+def _digest_row(st: State, outs: list[Any], seed: int) -> list[Any]:
+    """Per output, DIGESTS_PER_OUTPUT entries of sum(w * out) in float64 (device scalars, read back once
+    per burst); None entries for an output that is not a tensor."""
+    row: list[Any] = []
+    for j, t in enumerate(outs):
+        if not isinstance(t, torch.Tensor):
+            row += [None] * DIGESTS_PER_OUTPUT
+            continue
+        x = (torch.view_as_real(t) if t.is_complex() else t).to(torch.float32)
+        for r in range(DIGESTS_PER_OUTPUT):
+            row.append(torch.sum(x * _weights(st, seed, DIGESTS_PER_OUTPUT * j + r, x), dtype=torch.float64))
+    return row
+
+
+def _to_floats(rows: list[list[Any]]) -> list[list[float | None]]:
+    flat = [d for r in rows for d in r if d is not None]
+    values = iter(torch.stack(flat).tolist() if flat else [])  # one device sync for the whole burst
+    return [[None if d is None else next(values) for d in r] for r in rows]
+
+
+def cmd_burst(st: State, req: P.Burst) -> dict[str, Any]:
+    """Back-to-back calls, each on fresh inputs drawn here, each output digested, one sync at the end.
+    The parent's clock around this request is the trusted bound (`trusted_time`)."""
+    if st.role == "candidate" and _hijack().get("fake_digest"):  # a rewritten harness skipping the work
+        return {"digests": [[float(i)] for i in range(len(req.seeds))]}
+    rows = []
+    with torch.no_grad():
+        for s in req.seeds:
+            inputs = make_inputs(st, s)
+            if req.mode == "overhead":  # reference role: everything but the call
+                outs = st.template
+            else:
+                outs = _flatten(st.model(*inputs))
+            rows.append(_digest_row(st, outs, req.weight_seed))
+            del inputs
+        return {"digests": _to_floats(rows)}
+
+
+def cmd_digests(st: State, req: P.Digests) -> dict[str, Any]:
+    """Reference role only: the digests of its own outputs for these seeds, and each one's tolerance
+    scale sqrt(sum((atol + rtol |ref|)^2)): an output within atol/rtol everywhere has a digest within
+    a few scales of the reference's, whatever the secret weights."""
+    if st.role != "reference":
+        raise PermissionError("digests run in the reference process only")
+    rows, scales = [], []
+    with torch.no_grad():
+        for s in req.seeds:
+            outs = _flatten(st.model(*make_inputs(st, s)))
+            rows.append(_digest_row(st, outs, req.weight_seed))
+            scales.append([None if not isinstance(t, torch.Tensor) else
+                           torch.linalg.vector_norm((req.atol + req.rtol * t.abs()).to(torch.float64))
+                           for t in outs for _ in range(DIGESTS_PER_OUTPUT)])
+            st.template = outs
+    return {"digests": _to_floats(rows), "scales": _to_floats(scales)}
+
+
+def cmd_controls(st: State, req: P.Controls) -> dict[str, Any]:
     """Reference role only: would trivial outputs pass correctness on this task? (lint-task)"""
     if st.role != "reference":
         raise PermissionError("controls run in the reference process only")
     from cuda_agent.eval.negative_controls import run_controls
 
-    return {"controls": run_controls(lambda s: make_inputs(st, s), st.model, msg["seeds"], msg["fixed_seed"],
-                                     atol=msg["atol"], rtol=msg["rtol"], device=st.device.type)}
+    return {"controls": run_controls(lambda s: make_inputs(st, s), st.model, req.seeds, req.fixed_seed,
+                                     atol=req.atol, rtol=req.rtol, device=st.device.type)}
 
 
-def cmd_bandwidth(st: State, msg: dict[str, Any]) -> dict[str, Any]:
+def cmd_bandwidth(st: State, req: P.Bandwidth) -> dict[str, Any]:
     """Bytes per second of a large device copy (read + write), best of a few."""
-    nbytes = int(msg.get("nbytes", 1 << 30))
-    src = torch.empty(nbytes // 4, dtype=torch.float32, device=st.device)
+    src = torch.empty(req.nbytes // 4, dtype=torch.float32, device=st.device)
     dst = torch.empty_like(src)
     clock = make_clock("cuda" if st.device.type == "cuda" else "host")
-    best = min(clock.measure(dst.copy_, [src])[1] for _ in range(int(msg.get("repeats", 5)))) / 1e3
+    best = min(clock.measure(dst.copy_, [src])[1] for _ in range(req.repeats)) / 1e3
     return {"bytes_per_s": 2 * src.numel() * 4 / best if best > 0 else None}
 
 
-HANDLERS = {"setup": cmd_setup, "run": cmd_run, "time": cmd_time, "compare": cmd_compare,
-            "controls": cmd_controls, "bandwidth": cmd_bandwidth}
+HANDLERS: dict[str, Any] = {"setup": cmd_setup, "run": cmd_run, "time": cmd_time, "compare": cmd_compare,
+                            "controls": cmd_controls, "bandwidth": cmd_bandwidth, "burst": cmd_burst, "digests": cmd_digests}
 
 
 def _is_cuda_error(e: BaseException) -> bool:
@@ -364,7 +506,8 @@ def main(argv: list[str] | None = None) -> int:
         if msg.get("cmd") == "exit":
             break
         try:
-            reply = HANDLERS[msg["cmd"]](st, msg)
+            req = P.request_from_wire(msg)
+            reply = HANDLERS[req.cmd](st, req)
             reply["ok"] = True
         except BaseException as e:  # noqa: BLE001 - everything the candidate raises is data
             tb = "".join(traceback.format_exception(e))

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.eval import protocol as P
 from cuda_agent.eval.procs import Child, ChildFailure
 from cuda_agent.eval.warm import child_env
 from cuda_agent.task.taskfile import Task
@@ -51,21 +52,20 @@ def lint_task(task: Task, *, device: str = "cuda", n_seeds: int = 5, timeout: fl
         env = {**child_env(task.precision), "TMPDIR": tmp}
         child = Child("reference", cwd=root, env=env, log_path=root / "reference.log")
         try:
-            steps: list[dict[str, Any]] = [
-                {"cmd": "setup", "task_path": str(root / "model.py"), "init_seed": secrets.randbits(62),
-                 "precision": task.precision, "device": device},
-                {"cmd": "controls", "seeds": [secrets.randbits(62) for _ in range(n_seeds)],
-                 "fixed_seed": secrets.randbits(62), "atol": task.atol, "rtol": task.rtol},
+            steps: list[P.Request] = [
+                P.Setup(str(root / "model.py"), secrets.randbits(62), task.precision, device, cwd=""),
+                P.Controls([secrets.randbits(62) for _ in range(n_seeds)], secrets.randbits(62), task.atol, task.rtol),
             ]
             for msg in steps:
                 reply = child.request(msg, timeout)
                 if isinstance(reply, ChildFailure):
-                    report.error = f"{msg['cmd']}: {reply.message}"
+                    report.error = f"{msg.cmd}: {reply.message}"
                     return report
-                if not reply.get("ok"):
-                    report.error = f"{msg['cmd']}: the task raised {reply.get('error', '?')}"[:1000]
+                if isinstance(reply, P.ErrorReply):
+                    report.error = f"{msg.cmd}: the task raised {reply.error}"[:1000]
                     return report
-            report.controls = reply["controls"]
+            assert isinstance(reply, P.ControlsReply)
+            report.controls = reply.controls
         finally:
             child.close()
     return report

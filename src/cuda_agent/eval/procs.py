@@ -7,10 +7,12 @@ Contract:
   a bounded tail.
 - `Child` is one spawned Python process speaking newline-delimited JSON over
   two pipes the parent created (never its stdout, which goes to a log file).
-  `request` returns the child's reply, or a `ChildFailure` for a timeout, a
-  death or a garbled reply (`send` then `receive` is the same in two steps, so
-  a command can run while the parent waits on another child); after any failure the child is killed and must not
-  be reused (a CUDA error poisons its context).
+  `request(req)` sends a typed `protocol` request and returns the typed reply
+  (`protocol.parse_reply`: exact keys, types, ranges), or a `ChildFailure` for
+  a timeout, a death or a malformed reply (`send` then `receive` is the same in
+  two steps, so a command can run while the parent waits on another child); an
+  `ErrorReply` is the child's own exception. After any failure or error the
+  child is killed and must not be reused (a CUDA error poisons its context).
 - `Child(..., wrap=f)` starts `f(argv)` instead of argv (the sandbox's
   namespace and rlimit wrapper); the pipes pass through it unchanged.
 - `scrubbed_env` builds the child's environment from the sandbox's allow-list
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.eval import protocol as P
 from cuda_agent.sandbox import env as sandbox_env
 from cuda_agent.sandbox.env import kill_group
 
@@ -84,11 +87,11 @@ class ChildFailure:
     log: str = ""
 
 
-def failure(reply: dict[str, Any] | ChildFailure) -> str | None:
+def failure(reply: P.Reply | ChildFailure) -> str | None:
     """Why a request did not succeed (the child failed, or its handler raised), or None."""
     if isinstance(reply, ChildFailure):
         return reply.message
-    return None if reply.get("ok") else str(reply.get("error", "?"))
+    return reply.error if isinstance(reply, P.ErrorReply) else None
 
 
 class Child:
@@ -125,22 +128,31 @@ class Child:
         except OSError:
             return ""
 
-    def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any] | ChildFailure:
-        return self.send(msg) or self.receive(timeout, str(msg.get("cmd")))
+    def request(self, req: P.Request, timeout: float) -> P.Reply | ChildFailure:
+        return self.send(req) or self.receive(timeout, req.cmd)
 
-    def send(self, msg: dict[str, Any]) -> ChildFailure | None:
+    def send(self, req: P.Request) -> ChildFailure | None:
         """Queue a command without waiting (the child answers in order): the parent can keep
         two children busy at once, e.g. the reference comparing while the candidate runs."""
         if self.dead:
             return ChildFailure("died", f"{self.role} process is no longer usable")
         try:
-            os.write(self._wfd, (json.dumps(msg) + "\n").encode())
+            os.write(self._wfd, (json.dumps(P.to_wire(req)) + "\n").encode())
         except (BrokenPipeError, OSError):
-            return self._fail("died", f"{self.role} process exited before '{msg.get('cmd')}'")
+            return self._fail("died", f"{self.role} process exited before '{req.cmd}'")
         return None
 
-    def receive(self, timeout: float, cmd: str = "request") -> dict[str, Any] | ChildFailure:
-        """The next reply, in the order the commands were sent."""
+    def receive(self, timeout: float, cmd: str) -> P.Reply | ChildFailure:
+        """The next reply, in the order the commands were sent, typed and validated for `cmd`."""
+        raw = self._receive_raw(timeout, cmd)
+        if isinstance(raw, ChildFailure):
+            return raw
+        try:
+            return P.parse_reply(cmd, raw)
+        except P.ProtocolError as e:
+            return self._fail("protocol", f"{self.role} sent a malformed reply: {e}"[:600])
+
+    def _receive_raw(self, timeout: float, cmd: str) -> dict[str, Any] | ChildFailure:
         if self.dead:
             return ChildFailure("died", f"{self.role} process is no longer usable")
         deadline = time.monotonic() + timeout

@@ -39,7 +39,8 @@ input pointer (the allocator hands back the same addresses) then returns a
 stale value, and one keyed on the content never hits. `checked` calls of the
 first round, picked at random once the round length is known, keep their
 outputs in `kept[g]` so the caller can check them against the reference for
-input set g (`derive_seed` gives the seed). Trade-off, chosen knowingly: a pool
+input set g (`derive_seed` gives the seed); the caller picks them, as fractions of
+the round (`checked`), so that a harness cannot choose which of its calls are checked. Trade-off, chosen knowingly: a pool
 of pre-drawn sets would cost memory (a short memory-bound call needs up to a
 thousand sets per round) and still repeat pointers and contents across
 rounds; drawing per call costs host time outside the timed region only, and
@@ -58,7 +59,6 @@ uses those numbers.
 from __future__ import annotations
 
 import hashlib
-import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -99,8 +99,9 @@ def side_stream_suspect(stats: dict[str, Any]) -> bool:
     return med * (ratio - 1.0) > SIDE_STREAM_ABS_MS
 
 
-def _pick_checked(n: int, checked: int) -> set[int]:
-    return set(random.SystemRandom().sample(range(n), min(checked, n))) if checked > 0 else set()
+def checked_calls(n: int, checked: Sequence[float]) -> set[int]:
+    """The timed calls (of a round of n) whose outputs are kept: fractions of the round, picked by the parent."""
+    return {min(n - 1, max(0, int(f * n))) for f in checked}
 
 
 def calls_per_round(n_timed: int, seconds_per_call: float) -> int:
@@ -230,7 +231,7 @@ def time_calls(
     max_rounds: int,
     before_call: Callable[[], None] | None = None,
     fresh_inputs: FreshInputs | None = None,
-    checked: int = 0,
+    checked: Sequence[float] = (),
     kept: dict[int, Any] | None = None,
     sync_before_end: bool = False,
     clock: str = "cuda",
@@ -259,7 +260,7 @@ def time_calls(
             probe.append((event_ms, host_ms, enq_ms))
         timer.size_hold(statistics.median(e for _, _, e in probe))
         best: dict[str, Any] | None = None
-        picks = _pick_checked(n, checked) if fresh_inputs is not None else set()
+        picks = checked_calls(n, checked) if fresh_inputs is not None else set()
         g = 0
         for r in range(1, max_rounds + 1):
             times: list[float] = []

@@ -1,0 +1,226 @@
+"""The timed half of an evaluation, in the trusted parent: the candidate's timing, the checks of
+its timed outputs, the trusted bound, the baselines and the speed-of-light flag.
+
+Contract (called by `pipeline` in this order, with the candidate already correct):
+1. `time_candidate`: per-call device timing in the candidate child (`timing.time_calls`), the
+   parent picking which fresh-input calls keep their outputs; the side-stream re-timing.
+2. `burst_candidate`: the candidate's back-to-back bursts on the parent's clock (`trusted_time`),
+   while nothing else runs on the GPU.
+3. `timed_references` + `check_timed_outputs`: the reference's outputs for the checked timed
+   calls, and the comparisons, at paths the parent computed.
+4. `baselines`: eager and torch.compile of the reference (cached per task, GPU, torch,
+   precision and timing settings).
+5. `burst_verdict`: the reference's overhead bursts and digests; a forged time is rejected, a
+   time below the trusted floor is raised to it (`trusted_time.judge`).
+6. `speed_of_light`: the bytes floor.
+Every candidate failure ends the evaluation through `exchange.finish`.
+
+Not guaranteed: stable GPU clocks, or that another process leaves the GPU alone (see
+`timing` and `trusted_time`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuda_agent.eval import protocol as P
+from cuda_agent.eval import speed_of_light as sol
+from cuda_agent.eval import trusted_time as tt
+from cuda_agent.eval.cache import KVCache
+from cuda_agent.eval.config import EvalConfig
+from cuda_agent.eval.exchange import ask, compare_recv, compare_send, finish, guard, recv, send
+from cuda_agent.eval.procs import Child, failure
+from cuda_agent.eval.result import EvalResult, Finding, Severity, Status, TimingStats
+from cuda_agent.eval.timing import PROTOCOL as TIMING_PROTOCOL
+from cuda_agent.eval.timing import checked_calls, derive_seed, side_stream_suspect
+from cuda_agent.task.taskfile import Task
+
+
+def time_request(cfg: EvalConfig, timing_seeds: list[int], out_dir: Path | None) -> P.Time:
+    """The timing request; the baselines take the same one without out_dir (same method, same sets)."""
+    fresh = secrets.randbits(62) if cfg.fresh_timing_inputs else None
+    checked = [secrets.SystemRandom().random() for _ in range(cfg.n_checked_timed)] if out_dir is not None else []
+    return P.Time(timing_seeds, cfg.n_warmup, cfg.n_timed, cfg.max_cv, cfg.max_rounds, fresh_seed=fresh,
+                  out_dir=str(out_dir) if out_dir is not None else None, checked=checked)
+
+
+def time_candidate(cnd: Child, res: EvalResult, cfg: EvalConfig, req: P.Time) -> P.TimeReply:
+    reply = ask(cnd, res, req, cfg.timing_timeout, "timing", P.TimeReply)
+    guard(res, reply.guard, cfg.runtime_guards, "timed calls")
+    _expect_calls(res, cfg, req, reply)
+    res.timing = TimingStats.from_dict(reply.stats)
+    if cfg.side_stream_guard and cfg.device == "cuda" and side_stream_suspect(reply.stats):
+        _retime_synced(cnd, res, cfg, req)
+    return reply
+
+
+def _expect_calls(res: EvalResult, cfg: EvalConfig, req: P.Time, reply: P.TimeReply) -> None:
+    """The timed outputs are those of the calls the parent picked, no more, no fewer."""
+    n = reply.stats["n"]
+    want = sorted(checked_calls(n, req.checked)) if req.fresh_seed is not None else list(range(len(req.seeds)))
+    got = [r.call for r in reply.outputs]
+    if got != want:
+        raise finish(res, Status.RUNTIME_ERROR, f"timing: the candidate returned the outputs of calls {got[:8]}, "
+                     f"not of the calls the evaluator picked {want[:8]}")
+
+
+def _retime_synced(cnd: Child, res: EvalResult, cfg: EvalConfig, req: P.Time) -> None:
+    """Host time well above event time: work escaped the timed stream. Time it again with a
+    device synchronize before the end event; those numbers count (a warning says why)."""
+    assert res.timing is not None
+    first = res.timing
+    again = P.Time(req.seeds, req.n_warmup, req.n_timed, req.max_cv, req.max_rounds, fresh_seed=req.fresh_seed,
+                   sync_before_end=True)
+    reply = cnd.request(again, cfg.timing_timeout)
+    if (why := failure(reply)) is not None or not isinstance(reply, P.TimeReply):
+        raise finish(res, Status.RUNTIME_ERROR, f"re-timing with a device synchronize failed: {why}"[:600])
+    res.timing = TimingStats.from_dict(reply.stats)
+    res.findings.append(Finding(
+        "side-stream-work",
+        f"host time was {first.host_over_event:.2f}x the event time ({first.probe_ms or first.median_ms:.4g} ms by events): work ran "
+        f"outside the timed stream; re-timed with a device synchronize before the end event: {res.timing.median_ms:.4g} ms counts",
+        Severity.WARN))
+
+
+@dataclass
+class BurstRecord:
+    """The candidate's bursts: seeds, secret weight seed, the parent's seconds, the digests."""
+
+    seeds: list[list[int]]
+    weight_seed: int
+    seconds: list[float]
+    digests: list[list[list[float | None]]]
+
+    @property
+    def k(self) -> int:
+        return len(self.seeds[0])
+
+
+def _burst(child: Child, res: EvalResult, cfg: EvalConfig, req: P.Burst, phase: str) -> tuple[float, P.BurstReply]:
+    send(child, res, req, phase)
+    t0 = time.perf_counter()
+    reply = recv(child, res, cfg.timing_timeout, phase, "burst", P.BurstReply)
+    return time.perf_counter() - t0, reply
+
+
+def burst_candidate(cnd: Child, res: EvalResult, cfg: EvalConfig, rec: BurstRecord | None = None) -> BurstRecord:
+    """BURSTS more bursts of the candidate (into `rec` when given: the second look of a forged verdict)."""
+    assert res.timing is not None
+    k = tt.burst_size(res.timing.median_ms) if rec is None else rec.k
+    rec = rec or BurstRecord([], secrets.randbits(62), [], [])
+    for _ in range(tt.BURSTS):
+        seeds = [secrets.randbits(62) for _ in range(k)]
+        sec, reply = _burst(cnd, res, cfg, P.Burst(seeds, rec.weight_seed), "trusted_clock")
+        if len(reply.digests) != k:
+            raise finish(res, Status.RUNTIME_ERROR, f"trusted clock: the candidate digested {len(reply.digests)} of {k} calls")
+        rec.seeds.append(seeds)
+        rec.seconds.append(sec)
+        rec.digests.append(reply.digests)
+    return rec
+
+
+def burst_verdict(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, rec: BurstRecord) -> tt.Verdict:
+    """Check sampled digests against the reference's, time the reference's overhead loop, judge."""
+    assert res.timing is not None
+    pool = [(b, i) for b in range(len(rec.seeds)) for i in range(rec.k)]
+    sample = secrets.SystemRandom().sample(pool, min(tt.SAMPLE, len(pool)))  # picked after the candidate committed
+    want = P.Digests([rec.seeds[b][i] for b, i in sample], rec.weight_seed, task.atol, task.rtol)
+    ref_d = ask(ref, res, want, cfg.correctness_timeout, "trusted_clock", P.DigestsReply)
+    for (b, i), r, s in zip(sample, ref_d.digests, ref_d.scales, strict=True):
+        if (why := tt.digest_mismatch(rec.digests[b][i], r, s)) is not None:
+            raise finish(res, Status.INCORRECT, f"wrong output in the back-to-back calls of the trusted clock "
+                         f"(burst {b}, call {i}): {why}")
+    overhead = []
+    for seeds in rec.seeds:
+        sec, _ = _burst(ref, res, cfg, P.Burst(seeds, rec.weight_seed, mode="overhead"), "trusted_clock")
+        overhead.append(sec)
+    slack = cfg.trusted_slack_ms if cfg.trusted_slack_ms is not None else (tt.SLACK_MS if cfg.device == "cuda" else tt.CPU_LANE_SLACK_MS)
+    return tt.judge(res.timing.median_ms, res.timing.enqueue_ms, min(rec.seconds), min(overhead), rec.k, cfg.trusted_tol, slack)
+
+
+def apply_verdict(res: EvalResult, v: tt.Verdict) -> float | None:
+    """Record the verdict; a forged time ends the evaluation. Returns the floor when it applies."""
+    assert res.timing is not None
+    res.trusted_ms = round(v.per_call_ms, 6)
+    res.defences["trusted_clock"] = f"{v.kind}: {v.per_call_ms:.4g} ms/call over {v.k} calls"
+    msg = v.message(res.timing.median_ms, res.timing.enqueue_ms)
+    if v.kind == "forged":
+        res.findings.append(Finding("timing-forged", msg, Severity.REJECT))
+        raise finish(res, Status.REJECTED, f"rejected by rule timing-forged: {msg}"[:600])
+    if v.kind == "floored":
+        res.findings.append(Finding("timing-floor", msg, Severity.WARN))
+        return v.floor_ms
+    return None
+
+
+def timed_references(ref: Child, res: EvalResult, cfg: EvalConfig, req: P.Time, outputs: list[P.OutputRecord]) -> None:
+    """With fresh timing inputs: the reference's outputs for the checked timed calls, kept as tref#i."""
+    if req.fresh_seed is None:
+        return  # the timing sets' references were computed with the correctness seeds
+    if len(outputs) < min(cfg.n_checked_timed, 1):
+        raise finish(res, Status.INCORRECT, "the candidate returned no usable outputs for the checked timed calls")
+    seeds = [derive_seed(req.fresh_seed, r.call or 0) for r in outputs]
+    ask(ref, res, P.Run(seeds, "tref", keep=True), cfg.correctness_timeout, "reference", P.RunReply)
+
+
+def check_timed_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, req: P.Time,
+                        outputs: list[P.OutputRecord], n_seeds: int, max_bytes: int) -> None:
+    assert req.out_dir is not None
+    for i, rec in enumerate(outputs):
+        g = rec.call or 0
+        ref_label = f"tref#{i}" if req.fresh_seed is not None else f"ref#{n_seeds + i}"
+        compare_send(ref, res, task, f"timed#{g}", ref_label, P.timed_path(req.out_dir, g), rec, max_bytes)
+        chk = compare_recv(ref, res, cfg.correctness_timeout)
+        if not chk.passed:
+            where = f"timed call {g} (fresh inputs)" if req.fresh_seed is not None else f"timing (input set {i})"
+            raise finish(res, Status.INCORRECT, f"wrong output on {where}: {chk.message}")
+
+
+def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: KVCache | None) -> None:
+    key = (f"baseline/{res.task_hash}/{res.gpu}/{res.torch}/{res.precision}/{cfg.compile_baseline}/"
+           f"{cfg.n_timing_sets}x{cfg.n_timed}/{cfg.max_cv}/{TIMING_PROTOCOL}" + ("/fresh" if req.fresh_seed is not None else ""))
+    hit = cache.get(key) if cache is not None else None
+    if hit is not None:
+        res.eager_timing = TimingStats.from_dict(hit["eager"])
+        res.compile_timing = TimingStats.from_dict(hit["compile"]) if hit.get("compile") else None
+        res.cache["baselines"] = True
+        return
+    res.cache["baselines"] = False
+    base = P.Time(req.seeds, req.n_warmup, req.n_timed, req.max_cv, req.max_rounds, fresh_seed=req.fresh_seed)
+    res.eager_timing = TimingStats.from_dict(ask(ref, res, base, cfg.baseline_timeout, "baseline_eager", P.TimeReply).stats)
+    if not cfg.compile_baseline:
+        return
+    reply = ref.request(dataclasses.replace(base, compiled=True), cfg.baseline_timeout)
+    if isinstance(reply, P.TimeReply):
+        res.compile_timing = TimingStats.from_dict(reply.stats)
+    elif (why := failure(reply)) is not None:
+        res.findings.append(Finding("compile-baseline-failed", f"torch.compile of the reference failed ({why}); eager stands in", Severity.WARN))
+    if cache is not None and res.compile_timing is not None:  # a failed compile may be transient: retry next time
+        cache.put(key, {"eager": res.eager_timing.__dict__, "compile": res.compile_timing.__dict__})
+
+
+def speed_of_light(ref: Child, res: EvalResult, cfg: EvalConfig, moved: int, cache: KVCache | None) -> None:
+    bw = cfg.bandwidth or sol.bandwidth_for(res.gpu)
+    key = f"bandwidth/{res.gpu}/{cfg.device}"
+    if bw is None and cache is not None and (hit := cache.get(key)) is not None:
+        bw = hit.get("bytes_per_s")
+    if bw is None:
+        reply = ref.request(P.Bandwidth((1 << 30) if cfg.device == "cuda" else (64 << 20)), cfg.baseline_timeout)
+        bw = reply.bytes_per_s if isinstance(reply, P.BandwidthReply) else None
+        if bw and cache is not None:
+            cache.put(key, {"bytes_per_s": bw})
+    if not bw or not moved or res.time_ms is None:
+        res.defences["speed_of_light"] = "unknown"
+        return
+    floor = sol.floor_ms(moved, bw)
+    res.defences["speed_of_light"] = f"{floor:.4g} ms floor"
+    if (f := sol.finding(res.time_ms, floor, moved, bw)) is not None:
+        res.findings.append(f)
+
+
+__all__ = ["BurstRecord", "apply_verdict", "baselines", "burst_candidate", "burst_verdict", "check_timed_outputs",
+           "speed_of_light", "time_candidate", "time_request", "timed_references"]

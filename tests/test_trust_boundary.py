@@ -1,0 +1,191 @@
+"""Issue 12: the parent believes nothing the candidate process says.
+
+Unit tests of the typed protocol and of the trusted clock's arithmetic, then the whole pipeline
+on the CPU lane with the test-only hijack switch standing in for a harness that candidate code
+rewrote (the static rules would stop the real hijack first): fake fast times, a spoofed GPU, a
+path in a reply, a remount, skipped burst work and a dropped guard report each end with reward -1,
+and the honest candidate still scores."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from test_pipeline_cpu import cpu_cfg, make_ws
+
+from cuda_agent.eval import child
+from cuda_agent.eval import protocol as P
+from cuda_agent.eval import trusted_time as tt
+from cuda_agent.eval.api import evaluate_workspace
+from cuda_agent.eval.result import Status
+from cuda_agent.sandbox import probe
+
+# ------------------------------------------------------------------ protocol
+
+META = {"tensor": True, "plain": True, "dtype": "float32", "shape": [2, 3], "device": "cpu", "contiguous": True,
+        "nbytes": 24, "aliases_input": False}
+STATS = {"median_ms": 1.0, "mean_ms": 1.1, "min_ms": 0.9, "cv": 0.01, "n": 50, "rounds": 1, "host_over_event": 1.0,
+         "probe_ms": 1.0, "enqueue_ms": 0.01, "hold_ms": 0.05}
+
+
+def test_well_formed_replies_parse_into_types():
+    run = P.parse_reply("run", {"ok": True, "outputs": [{"meta": [META], "inputs_mutated": False, "in_nbytes": 8}], "t": {"call": 0.1}})
+    assert isinstance(run, P.RunReply) and run.outputs[0].meta[0].shape == (2, 3) and run.guard is None
+    tm = P.parse_reply("time", {"ok": True, "stats": STATS, "outputs": [{"meta": [META], "call": 3}]})
+    assert isinstance(tm, P.TimeReply) and tm.outputs[0].call == 3
+    err = P.parse_reply("run", {"ok": False, "error": "boom", "traceback": "tb", "cuda_error": True})
+    assert isinstance(err, P.ErrorReply) and err.cuda_error
+
+
+@pytest.mark.parametrize("cmd,obj,needle", [
+    ("setup", {"ok": True, "notes": [], "gpu": "NVIDIA B200"}, "unexpected ['gpu']"),
+    ("setup", {"ok": True}, "missing ['notes']"),
+    ("run", {"ok": True, "outputs": [{"meta": [META], "inputs_mutated": False, "in_nbytes": 8, "file": "/etc/passwd"}], "t": {}},
+     "unexpected ['file']"),
+    ("run", {"ok": True, "outputs": [{"meta": [{**META, "nbytes": 1}], "inputs_mutated": False, "in_nbytes": 8}], "t": {}},
+     "does not match shape"),
+    ("run", {"ok": True, "outputs": [{"meta": [{**META, "dtype": "float128"}], "inputs_mutated": False, "in_nbytes": 8}], "t": {}},
+     "unknown dtype"),
+    ("time", {"ok": True, "stats": {**STATS, "median_ms": float("nan")}, "outputs": []}, "finite number"),
+    ("time", {"ok": True, "stats": {**STATS, "median_ms": -1.0}, "outputs": []}, "finite number"),
+    ("time", {"ok": True, "stats": {**STATS, "min_ms": 5.0}, "outputs": []}, "above the median"),
+    ("time", {"ok": True, "stats": {k: v for k, v in STATS.items() if k != "n"}, "outputs": []}, "missing ['n']"),
+    ("time", {"ok": True, "stats": {**STATS, "n": True}, "outputs": []}, "integer"),
+    ("burst", {"ok": True, "digests": [["1.0"]]}, "expected a number"),
+    ("run", {"ok": "yes"}, "boolean 'ok'"),
+    ("run", ["not", "an", "object"], "boolean 'ok'"),
+])
+def test_malformed_replies_are_refused(cmd, obj, needle):
+    with pytest.raises(P.ProtocolError, match=None) as e:
+        P.parse_reply(cmd, obj)
+    assert needle in str(e.value)
+
+
+def test_requests_round_trip_and_paths_are_the_parents():
+    req = P.Setup("/t/model.py", 7, "fp32", "cuda", "/t", solution=P.Solution("/t/model_new.py", "/b/x.so"), guard=True)
+    assert P.request_from_wire(P.to_wire(req)) == req
+    assert P.request_from_wire(P.to_wire(P.Burst([1, 2], 3))) == P.Burst([1, 2], 3)
+    assert P.output_path("/io", "seed0", 0) == "/io/seed0_0.bin" and P.timed_path("/io", 5) == "/io/timed_call_5.bin"
+
+
+# ------------------------------------------------------------------ the trusted clock's arithmetic
+
+
+def test_an_honest_claim_stands_and_a_host_bound_one_is_floored():
+    assert tt.judge(1.0, 0.01, burst_s=0.0101, overhead_s=0.0001, k=10).kind == "ok"  # u = 1.0 ms
+    v = tt.judge(0.005, 0.08, burst_s=0.02 * 0.1, overhead_s=0.0, k=20)  # u = 0.1 ms, host-bound: enqueue explains it
+    assert v.kind == "floored" and math.isclose(v.floor_ms, (0.1 - tt.SLACK_MS) / (1 + tt.TOL))
+
+
+def test_a_claim_far_below_the_parents_clock_is_forged():
+    v = tt.judge(0.05, 0.01, burst_s=1.0 * 20 / 1e3, overhead_s=0.0, k=20)  # u = 1 ms, claimed 0.05
+    assert v.kind == "forged" and "not within a factor" in v.message(0.05, 0.01)
+
+
+def test_digests_within_tolerance_pass_and_skipped_work_fails():
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(4096, generator=g)
+    w = torch.randn(4096, generator=g)
+    scale = float(torch.linalg.vector_norm(1e-2 + 1e-2 * ref.abs()))
+    honest = ref + 1e-3 * torch.randn(4096, generator=g)
+    d = lambda t: float((t * w).sum())  # noqa: E731
+    assert tt.digest_mismatch([d(honest)], [d(ref)], [scale]) is None
+    assert "tolerance scales" in (tt.digest_mismatch([d(torch.zeros(4096))], [d(ref)], [scale]) or "")
+    assert tt.digest_mismatch([float("nan")], [d(ref)], [scale]) is not None
+    assert tt.burst_size(0.001) == tt.K_MAX and tt.burst_size(100.0) == tt.K_MIN
+
+
+def test_the_reference_reads_only_the_candidates_io_dir(tmp_path):
+    st = child.State("reference")
+    io = tmp_path / "io"
+    io.mkdir()
+    st.peer_io = os.path.realpath(io)
+    st.kept["ref#0"] = [torch.ones(3)]
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    with pytest.raises(PermissionError):
+        child.cmd_compare(st, P.Compare("ref#0", "x", str(victim), [], 1e-2, 1e-2, 1 << 20))
+    assert victim.read_text() == "keep me"
+    os.symlink(victim, io / "seed0_0.bin")  # a link the candidate planted in its own dir
+    out = child.cmd_compare(st, P.Compare("ref#0", "x", str(io / "seed0_0.bin"), [], 1e-2, 1e-2, 1 << 20))
+    assert out["check"]["passed"] is False and "link" in out["check"]["message"]
+    assert victim.read_text() == "keep me" and not (io / "seed0_0.bin").exists()
+
+
+# ------------------------------------------------------------------ the pipeline against a rewritten harness (CPU lane)
+
+@pytest.fixture
+def hijack(monkeypatch):
+    def set_(value: str) -> None:
+        monkeypatch.setenv("CUDA_AGENT_TEST_HIJACK", value)
+    return set_
+
+
+@pytest.mark.slow
+def test_an_honest_slow_candidate_agrees_with_the_parents_clock(tmp_path, cache_env):
+    r = evaluate_workspace(make_ws(tmp_path, "slow"), config=cpu_cfg(reuse_results=False))
+    assert r.status is Status.OK and r.correct, (r.message, r.log[-1500:])
+    assert r.trusted_ms is not None and r.defences["trusted_clock"].startswith("ok"), r.defences
+    assert r.timing is not None and r.trusted_ms < 3 * r.timing.median_ms  # same work, same clock, within noise
+
+
+@pytest.mark.slow
+def test_fake_fast_times_are_rejected_by_the_parents_clock(tmp_path, cache_env, hijack):
+    hijack("fake_time=0.01")
+    r = evaluate_workspace(make_ws(tmp_path, "slow"), config=cpu_cfg(reuse_results=False))
+    assert r.status is Status.REJECTED and r.reward == -1, (r.status, r.message)
+    assert "timing-forged" in r.message and r.trusted_ms is not None and r.timing is not None
+    assert r.trusted_ms > 20 * r.timing.median_ms
+
+
+@pytest.mark.slow
+def test_skipped_burst_work_is_incorrect(tmp_path, cache_env, hijack):
+    hijack("fake_digest=1")
+    r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(reuse_results=False))
+    assert r.status is Status.INCORRECT and r.reward == -1 and "trusted clock" in r.message, r.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("switch,status,needle", [
+    ("spoof_gpu=NVIDIA B200", Status.RUNTIME_ERROR, "unexpected ['gpu']"),
+    ("drop_guard=1", Status.REJECTED, "runtime-guard-missing"),
+])
+def test_forged_replies_score_minus_one(tmp_path, cache_env, hijack, switch, status, needle):
+    hijack(switch)
+    r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(reuse_results=False))
+    assert r.status is status and r.reward == -1 and needle in r.message, (r.status, r.message)
+    assert r.gpu == "cpu"  # the parent's own identity, whatever the reply said
+
+
+@pytest.mark.slow
+def test_a_path_in_a_reply_never_reaches_the_reference(tmp_path, cache_env, hijack):
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"precious")
+    hijack(f"reply_path={victim}")
+    r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(reuse_results=False))
+    assert r.status is Status.RUNTIME_ERROR and r.reward == -1 and "unexpected ['file']" in r.message, r.message
+    assert victim.read_bytes() == b"precious"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(probe("cpu")[0] != (), reason="the full sandbox is not available here")
+def test_a_remount_from_the_candidate_process_fails(tmp_path, cache_env, hijack):
+    planted = tmp_path / "planted.txt"
+    hijack(f"remount={planted}")
+    r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(reuse_results=False))
+    assert r.status is Status.RUNTIME_ERROR and r.reward == -1 and "remount of / refused" in r.message, r.message
+    assert not planted.exists()
+    assert r.defences["sandbox"] == "on"
+
+
+def test_hijack_switch_only_reaches_children_when_set(monkeypatch):
+    from cuda_agent.eval.warm import HIJACK, child_env
+
+    monkeypatch.delenv(HIJACK, raising=False)
+    assert HIJACK not in child_env("fp32")
+    monkeypatch.setenv(HIJACK, "fake_time=0.5")
+    assert child_env("fp32")[HIJACK] == "fake_time=0.5"
+    assert Path(child.__file__).read_text().count("CUDA_AGENT_TEST_HIJACK") >= 1
