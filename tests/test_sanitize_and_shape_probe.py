@@ -137,13 +137,15 @@ class _Ref:
         self.ok = ok
 
     def request(self, msg, timeout):
-        return {"ok": True, "outputs": [{"meta": []}]} if self.ok else {"ok": False, "error": "RuntimeError: mat1 and mat2 shapes cannot be multiplied"}
+        from cuda_agent.eval import protocol as P
+
+        return P.RunReply([P.OutputRecord([])]) if self.ok else P.ErrorReply("RuntimeError: mat1 and mat2 shapes cannot be multiplied")
 
 
 @pytest.mark.parametrize("ref_ok,cand,verdict", [
-    (True, {"error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB"}, "skipped"),
-    (False, {"error": "RuntimeError: whatever"}, "skipped"),
-    (True, {"error": "RuntimeError: expected 1024 rows"}, "failed"),
+    (True, "OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB", "skipped"),
+    (False, "RuntimeError: whatever", "skipped"),
+    (True, "RuntimeError: expected 1024 rows", "failed"),
 ])
 def test_shape_probe_decides_only_when_the_reference_takes_the_doubled_set(ref_ok, cand, verdict):
     from conftest import FIXTURES
@@ -155,9 +157,12 @@ def test_shape_probe_decides_only_when_the_reference_takes_the_doubled_set(ref_o
 
     task = Task.from_file(FIXTURES / "cpu_lane" / "task.py")
     res = EvalResult(status=Status.OK, reward=3, correct=True)
-    grow = {"seeds": [1], "grow_seed": 2}
+    from cuda_agent.eval import protocol as P
+    from cuda_agent.eval.exchange import Stop
+
+    grow = P.Run([1], "grow", out_dir="/nonexistent", grow_seed=2)
     if verdict == "failed":
-        with pytest.raises(pipeline._Stop) as stop:
+        with pytest.raises(Stop) as stop:
             pipeline._shape_probe(_Ref(ref_ok), res, EvalConfig(), task, cand, grow, 1 << 20)
         assert stop.value.result.status is Status.INCORRECT and stop.value.result.reward == -1
         assert "doubled" in stop.value.result.message

@@ -16,6 +16,7 @@ controls for `lint-task`), `bandwidth` (a device copy, for the speed-of-light
 flag), `burst` (back-to-back calls on fresh inputs, each output reduced to a
 digest under secret weights; the parent clocks it: `trusted_time`),
 `digests` (reference role: the same digests of the reference's outputs),
+`warm` (reference role: compile and call once before a baseline's burst),
 `exit`. The reference reads and removes output files only inside the
 candidate's io dir it was given at setup (`peer_io`), never through a link. With `guard` at setup (candidate role), `run` and `time` also
 report the runtime defences of `runtime_checks`: the ATen ops executed in the
@@ -74,8 +75,8 @@ class State:
         self.kept: dict[str, list[Any]] = {}  # reference role: outputs by label, for `compare`
         self.guard = False  # candidate role: op log and thread census (runtime_checks)
         self.peer_io: str | None = None  # reference role: the candidate's io dir (setup)
-        self.template: list[Any] = []  # reference role: the last `digests` outputs, for the overhead burst
-        self.weights: dict[tuple[int, int, tuple[int, ...]], Any] = {}  # burst digest weights by (seed, index, shape)
+        self.compiled: Any = None  # reference role: torch.compile of the model, made once (baselines, bursts)
+        self.weights: dict[tuple[int, int, int], Any] = {}  # burst digest weights by (seed, output index, numel)
         self.ops: dict[str, int] = {}
         self.threads: list[str] = []
         self._staging: Staging | None = None
@@ -348,7 +349,7 @@ def _hijack_stats(stats: dict[str, Any]) -> dict[str, Any]:
 
 def cmd_time(st: State, req: P.Time) -> dict[str, Any]:
     input_sets = [make_inputs(st, s) for s in req.seeds]
-    fn = torch.compile(st.model) if req.compiled else st.model
+    fn = _callable(st, "compiled" if req.compiled else "model")
     base = req.fresh_seed
     fresh = (lambda g: make_inputs(st, derive_seed(base, g))) if base is not None else None
     kept: dict[int, Any] = {}
@@ -380,58 +381,69 @@ def cmd_time(st: State, req: P.Time) -> dict[str, Any]:
     return reply
 
 
-DIGESTS_PER_OUTPUT = 2  # independent weight tensors: a wrong output slips past one with ~10 % chance, past both ~1 %
+DIGESTS_PER_OUTPUT = 2  # independent weight rows: a wrong output slips past one with ~10 % chance, past both ~1 %
 
 
 def _weights(st: State, seed: int, j: int, like: torch.Tensor) -> torch.Tensor:
-    """Secret digest weights j of this burst: standard normal, the output's shape."""
-    key = (seed, j, tuple(like.shape))
+    """The secret digest weights of output j for this burst: a (2, numel) standard-normal matrix."""
+    key = (seed, j, like.numel())
     w = st.weights.get(key)
     if w is None:
         if len(st.weights) > 16:
             st.weights.clear()
         g = torch.Generator(device=like.device)
         g.manual_seed(derive_seed(seed, j))
-        w = torch.randn(like.shape, generator=g, device=like.device, dtype=torch.float32)
+        w = torch.randn((DIGESTS_PER_OUTPUT, like.numel()), generator=g, device=like.device, dtype=torch.float32)
         st.weights[key] = w
     return w
 
 
 def _digest_row(st: State, outs: list[Any], seed: int) -> list[Any]:
-    """Per output, DIGESTS_PER_OUTPUT entries of sum(w * out) in float64 (device scalars, read back once
+    """Per output, DIGESTS_PER_OUTPUT entries of W @ out (one GEMV launch; device values read back once
     per burst); None entries for an output that is not a tensor."""
     row: list[Any] = []
     for j, t in enumerate(outs):
         if not isinstance(t, torch.Tensor):
             row += [None] * DIGESTS_PER_OUTPUT
             continue
-        x = (torch.view_as_real(t) if t.is_complex() else t).to(torch.float32)
-        for r in range(DIGESTS_PER_OUTPUT):
-            row.append(torch.sum(x * _weights(st, seed, DIGESTS_PER_OUTPUT * j + r, x), dtype=torch.float64))
+        x = (torch.view_as_real(t) if t.is_complex() else t).reshape(-1).to(torch.float32)
+        row += list(torch.mv(_weights(st, seed, j, x), x).unbind())
     return row
 
 
 def _to_floats(rows: list[list[Any]]) -> list[list[float | None]]:
     flat = [d for r in rows for d in r if d is not None]
-    values = iter(torch.stack(flat).tolist() if flat else [])  # one device sync for the whole burst
+    values = iter(torch.stack([d.double() for d in flat]).tolist() if flat else [])  # one device sync for the whole burst
     return [[None if d is None else next(values) for d in r] for r in rows]
 
 
+def _callable(st: State, mode: str) -> Any:
+    if mode == "compiled":
+        if st.role != "reference":
+            raise PermissionError("only the reference is compiled")
+        if st.compiled is None:
+            st.compiled = torch.compile(st.model)
+        return st.compiled
+    return st.model
+
+
+def cmd_warm(st: State, req: P.Warm) -> dict[str, Any]:
+    fn = _callable(st, req.mode)
+    with torch.no_grad():
+        fn(*make_inputs(st, req.seed))
+    _sync(st)
+    return {}
+
+
 def cmd_burst(st: State, req: P.Burst) -> dict[str, Any]:
-    """Back-to-back calls, each on fresh inputs drawn here, each output digested, one sync at the end.
+    """All input sets drawn first, then back-to-back calls, each output digested, one sync at the end.
     The parent's clock around this request is the trusted bound (`trusted_time`)."""
     if st.role == "candidate" and _hijack().get("fake_digest"):  # a rewritten harness skipping the work
         return {"digests": [[float(i)] for i in range(len(req.seeds))]}
-    rows = []
+    fn = _callable(st, req.mode)
     with torch.no_grad():
-        for s in req.seeds:
-            inputs = make_inputs(st, s)
-            if req.mode == "overhead":  # reference role: everything but the call
-                outs = st.template
-            else:
-                outs = _flatten(st.model(*inputs))
-            rows.append(_digest_row(st, outs, req.weight_seed))
-            del inputs
+        inputs = [make_inputs(st, s) for s in req.seeds]
+        rows = [_digest_row(st, _flatten(fn(*x)), req.weight_seed) for x in inputs]
         return {"digests": _to_floats(rows)}
 
 
@@ -449,7 +461,6 @@ def cmd_digests(st: State, req: P.Digests) -> dict[str, Any]:
             scales.append([None if not isinstance(t, torch.Tensor) else
                            torch.linalg.vector_norm((req.atol + req.rtol * t.abs()).to(torch.float64))
                            for t in outs for _ in range(DIGESTS_PER_OUTPUT)])
-            st.template = outs
     return {"digests": _to_floats(rows), "scales": _to_floats(scales)}
 
 
@@ -473,7 +484,8 @@ def cmd_bandwidth(st: State, req: P.Bandwidth) -> dict[str, Any]:
 
 
 HANDLERS: dict[str, Any] = {"setup": cmd_setup, "run": cmd_run, "time": cmd_time, "compare": cmd_compare,
-                            "controls": cmd_controls, "bandwidth": cmd_bandwidth, "burst": cmd_burst, "digests": cmd_digests}
+                            "controls": cmd_controls, "bandwidth": cmd_bandwidth, "burst": cmd_burst, "digests": cmd_digests,
+                            "warm": cmd_warm}
 
 
 def _is_cuda_error(e: BaseException) -> bool:

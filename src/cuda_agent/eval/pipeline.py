@@ -50,7 +50,7 @@ from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.exchange import Stop, ask, compare_recv, compare_send, finish, guard, recv, send
 from cuda_agent.eval.procs import Child, ChildFailure, failure
 from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, Status
-from cuda_agent.eval.reward import milestone_reward
+from cuda_agent.eval.reward import milestone_from, milestone_reward
 from cuda_agent.eval.static_gate import static_findings, workspace_findings
 from cuda_agent.eval.warm import child_dirs, child_env, log_dir
 from cuda_agent.task.taskfile import Task
@@ -212,9 +212,10 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
                     so_path: Path | None, cache: KVCache | None, seeds: _Seeds) -> None:
     task, ref, cnd, io = cand.task, pair.ref, pair.cnd, pair.cnd_io
     recv(ref, res, cfg.load_timeout, "reference", "setup", P.SetupReply)  # both queued by _start_reference
-    reply = recv(ref, res, cfg.correctness_timeout, "reference", "run", P.RunReply)
-    ref_bytes = max(_nbytes(r) for r in reply.outputs)
-    moved = max(_nbytes(r) + r.in_nbytes for r in reply.outputs)
+    ref_run = recv(ref, res, cfg.correctness_timeout, "reference", "run", P.RunReply)
+    ref_bytes = max(_nbytes(r) for r in ref_run.outputs)
+    moved = max(_nbytes(r) + r.in_nbytes for r in ref_run.outputs)
+    in_bytes = max(r.in_nbytes for r in ref_run.outputs)
     max_bytes = 4 * ref_bytes + (1 << 20)  # a candidate writing gigabytes is cut off, not read
     sol = P.Solution(str(cand.root / "model_new.py"), str(so_path) if so_path else None)
     load_budget = cfg.load_timeout + (cfg.compile_timeout if cand.kind == "single_file" else 0)
@@ -238,7 +239,7 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
         raise Stop(res)
     treq = timed.time_request(cfg, seeds.timing, io)
     reply_t = timed.time_candidate(cnd, res, cfg, treq)
-    floor = _trusted_clock(ref, cnd, res, cfg, task) if cfg.trusted_clock else None
+    bursts = timed.burst_candidate(cnd, res, cfg, in_bytes) if cfg.trusted_clock else None  # the GPU is its alone
     # after timing: a candidate that fails on the grown inputs may leave its CUDA context unusable.
     # It runs them while the reference checks the timed outputs; the baselines, timed, come after.
     # The reference's runs for the checked timed calls come first, so that only the compares
@@ -249,28 +250,23 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     timed.check_timed_outputs(ref, res, cfg, task, treq, reply_t.outputs, len(seeds.correctness), max_bytes)
     grown = _probe_reply(cnd.receive(cfg.correctness_timeout, "run")) if cfg.shape_probe else None
     cnd.close()
-    timed.baselines(cfg, res, ref, dataclasses.replace(treq, out_dir=None, checked=[]), cache)
-    assert res.timing is not None
-    t, te = max(res.timing.median_ms, floor or 0.0), res.eager_timing.median_ms if res.eager_timing else None
+    base_req = dataclasses.replace(treq, out_dir=None, checked=[])
+    timed.baselines(cfg, res, ref, base_req, cache)
+    assert res.timing is not None and res.eager_timing is not None
+    t, te = res.timing.median_ms, res.eager_timing.median_ms
     tc = res.compile_timing.median_ms if res.compile_timing else te  # compile unusable: eager stands in
     res.time_ms, res.eager_ms, res.compile_ms = t, te, (res.compile_timing.median_ms if res.compile_timing else None)
     res.speedup_vs_eager = te / t if te and t > 0 else None
     res.speedup_vs_compile = tc / t if tc and t > 0 else None
+    res.reward = milestone_reward(True, t, te, tc)
+    if bursts is not None:  # the reward's milestones must stand on the parent's clock too (trusted_time)
+        timed.check_burst_outputs(ref, res, cfg, task, bursts)
+        be, bc = timed.burst_baselines(ref, res, cfg, in_bytes, cache, timed.baseline_key(cfg, res, base_req))
+        res.reward = milestone_from(*timed.trusted_milestones(res, cfg, bursts.per_call_ms, be, bc))
     timed.speed_of_light(ref, res, cfg, moved, cache)
-    res.reward = milestone_reward(True, t, te or float("inf"), tc or float("inf"))
     res.message = f"correct; {t:.4g} ms vs eager {te:.4g} ms and torch.compile {tc:.4g} ms; reward {res.reward}"
     if grown is not None:  # last: the reference may fail on grown inputs, and it is not needed after
         _shape_probe(ref, res, cfg, task, grown, grow, max_bytes)
-
-
-def _trusted_clock(ref: Child, cnd: Child, res: EvalResult, cfg: EvalConfig, task: Task) -> float | None:
-    """The candidate's bursts while the GPU is its alone, the reference's checks and overhead, the
-    verdict (`trusted_time`); a forged one is looked at again on fresh bursts before it stands."""
-    bursts = timed.burst_candidate(cnd, res, cfg)
-    verdict = timed.burst_verdict(ref, res, cfg, task, bursts)
-    if verdict.kind == "forged":  # a loaded machine can slow one look; never two by a factor of FORGED
-        verdict = timed.burst_verdict(ref, res, cfg, task, timed.burst_candidate(cnd, res, cfg, bursts))
-    return timed.apply_verdict(res, verdict)
 
 
 def _probe_reply(reply: P.Reply | ChildFailure) -> P.OutputRecord | str:

@@ -1,8 +1,8 @@
 """The messages between the trusted parent and its evaluation children, typed and validated.
 
 Contract:
-- One frozen dataclass per request (`Setup`, `Run`, `Time`, `Burst`, `Digests`, `Compare`,
-  `Controls`, `Bandwidth`); `to_wire(req)` makes the JSON object the parent sends and
+- One frozen dataclass per request (`Setup`, `Run`, `Time`, `Burst`, `Warm`, `Digests`,
+  `Compare`, `Controls`, `Bandwidth`); `to_wire(req)` makes the JSON object the parent sends and
   `request_from_wire(obj)` rebuilds it in the child (the child trusts its parent).
 - One dataclass per reply; `parse_reply(cmd, obj)` is how the parent reads every reply. It
   checks the exact key set (a missing or an extra key is an error), every type, that numbers
@@ -94,14 +94,23 @@ class Time:
 
 @dataclass(frozen=True)
 class Burst:
-    """Back-to-back calls on fresh inputs, each output reduced to a digest under secret weights
-    (`trusted_time`). mode "model": the model's calls; "overhead" (reference): the same loop with
-    the call replaced by the last `Digests` outputs, to measure what is not the call."""
+    """All k input sets drawn, then back-to-back calls, each output reduced to digests under secret
+    weights (`trusted_time`). mode "model": the model as loaded; "compiled" (reference): torch.compile
+    of it, warmed up by `Warm` first."""
 
     seeds: list[int]
     weight_seed: int
     mode: str = "model"
     cmd: str = "burst"
+
+
+@dataclass(frozen=True)
+class Warm:
+    """Reference: make `mode`'s callable ready (compile it, call it once) outside any timed request."""
+
+    mode: str
+    seed: int
+    cmd: str = "warm"
 
 
 @dataclass(frozen=True)
@@ -143,8 +152,8 @@ class Bandwidth:
     cmd: str = "bandwidth"
 
 
-Request = Setup | Run | Time | Burst | Digests | Compare | Controls | Bandwidth
-_REQUESTS: dict[str, type] = {c.cmd: c for c in (Setup, Run, Time, Burst, Digests, Compare, Controls, Bandwidth)}  # type: ignore[attr-defined]
+Request = Setup | Run | Time | Burst | Warm | Digests | Compare | Controls | Bandwidth
+_REQUESTS: dict[str, type] = {c.cmd: c for c in (Setup, Run, Time, Burst, Warm, Digests, Compare, Controls, Bandwidth)}  # type: ignore[attr-defined]
 
 
 def to_wire(req: Request) -> dict[str, Any]:
@@ -325,6 +334,11 @@ class BurstReply:
 
 
 @dataclass(frozen=True)
+class WarmReply:
+    pass
+
+
+@dataclass(frozen=True)
 class DigestsReply:
     digests: list[list[float | None]]
     scales: list[list[float | None]]
@@ -353,7 +367,7 @@ class ErrorReply:
     cuda_error: bool = False
 
 
-Reply = SetupReply | RunReply | TimeReply | BurstReply | DigestsReply | CompareReply | ControlsReply | BandwidthReply | ErrorReply
+Reply = SetupReply | RunReply | TimeReply | BurstReply | WarmReply | DigestsReply | CompareReply | ControlsReply | BandwidthReply | ErrorReply
 
 
 def _digest_rows(v: Any, where: str) -> list[list[float | None]]:
@@ -394,6 +408,9 @@ def parse_reply(cmd: str, obj: Any) -> Reply:
     if cmd == "burst":
         o = _keys(body, where, {"digests"})
         return BurstReply(_digest_rows(o["digests"], where + ".digests"))
+    if cmd == "warm":
+        _keys(body, where, set())
+        return WarmReply()
     if cmd == "digests":
         o = _keys(body, where, {"digests", "scales"})
         return DigestsReply(_digest_rows(o["digests"], where + ".digests"), _digest_rows(o["scales"], where + ".scales"))

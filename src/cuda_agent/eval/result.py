@@ -117,9 +117,11 @@ class EvalResult:
     phases_s: dict[str, float] = field(default_factory=dict)  # wall seconds per phase
     cache: dict[str, bool] = field(default_factory=dict)  # what came from a cache
     defences: dict[str, str] = field(default_factory=dict)  # runtime defences in force, e.g. {"sandbox": "on"}
-    # per-call time of back-to-back calls on the evaluator's own clock (trusted_time): the bound the
-    # candidate's reported time must agree with; time_ms is the reported time or, below the bound, its floor
+    # per-call times of back-to-back calls on the evaluator's own clock (trusted_time): the candidate's
+    # and the baselines', by the same loop; a reward milestone stands only where these confirm it
     trusted_ms: float | None = None
+    trusted_eager_ms: float | None = None
+    trusted_compile_ms: float | None = None
     task_hash: str = ""
     candidate_hash: str = ""
     log: str = ""  # tail of compiler or child output, for the agent to read

@@ -25,8 +25,13 @@ def milestone_reward(correct: bool, t: float, t_eager: float, t_compile: float) 
     2 if clearly faster than eager only; 1 otherwise."""
     if not correct:
         return -1
-    faster_eager = clearly_faster(t, t_eager)
-    if faster_eager and clearly_faster(t, t_compile):
+    return milestone_from(clearly_faster(t, t_eager), clearly_faster(t, t_compile))
+
+
+def milestone_from(faster_eager: bool, faster_compile: bool) -> int:
+    """The reward of a correct candidate from its milestones (the evaluator may withdraw one that its
+    own clock does not confirm: `trusted_time`)."""
+    if faster_eager and faster_compile:
         return 3
     if faster_eager:
         return 2

@@ -5,13 +5,13 @@ Contract (called by `pipeline` in this order, with the candidate already correct
 1. `time_candidate`: per-call device timing in the candidate child (`timing.time_calls`), the
    parent picking which fresh-input calls keep their outputs; the side-stream re-timing.
 2. `burst_candidate`: the candidate's back-to-back bursts on the parent's clock (`trusted_time`),
-   while nothing else runs on the GPU.
+   while nothing else runs on the GPU; `check_burst_outputs`: sampled digests vs the reference.
 3. `timed_references` + `check_timed_outputs`: the reference's outputs for the checked timed
    calls, and the comparisons, at paths the parent computed.
 4. `baselines`: eager and torch.compile of the reference (cached per task, GPU, torch,
-   precision and timing settings).
-5. `burst_verdict`: the reference's overhead bursts and digests; a forged time is rejected, a
-   time below the trusted floor is raised to it (`trusted_time.judge`).
+   precision and timing settings); `burst_baselines`: their bursts (cached beside them).
+5. `trusted_milestones`: the reward's milestones that the bursts confirm; a forged time is
+   rejected (`trusted_time.judge`).
 6. `speed_of_light`: the bytes floor.
 Every candidate failure ends the evaluation through `exchange.finish`.
 
@@ -32,7 +32,7 @@ from cuda_agent.eval import speed_of_light as sol
 from cuda_agent.eval import trusted_time as tt
 from cuda_agent.eval.cache import KVCache
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.exchange import ask, compare_recv, compare_send, finish, guard, recv, send
+from cuda_agent.eval.exchange import ask, compare_recv, compare_send, finish, guard, recv, send, who
 from cuda_agent.eval.procs import Child, failure
 from cuda_agent.eval.result import EvalResult, Finding, Severity, Status, TimingStats
 from cuda_agent.eval.timing import PROTOCOL as TIMING_PROTOCOL
@@ -99,62 +99,80 @@ class BurstRecord:
     def k(self) -> int:
         return len(self.seeds[0])
 
-
-def _burst(child: Child, res: EvalResult, cfg: EvalConfig, req: P.Burst, phase: str) -> tuple[float, P.BurstReply]:
-    send(child, res, req, phase)
-    t0 = time.perf_counter()
-    reply = recv(child, res, cfg.timing_timeout, phase, "burst", P.BurstReply)
-    return time.perf_counter() - t0, reply
+    @property
+    def per_call_ms(self) -> float:
+        return min(self.seconds) * 1e3 / self.k
 
 
-def burst_candidate(cnd: Child, res: EvalResult, cfg: EvalConfig, rec: BurstRecord | None = None) -> BurstRecord:
-    """BURSTS more bursts of the candidate (into `rec` when given: the second look of a forged verdict)."""
-    assert res.timing is not None
-    k = tt.burst_size(res.timing.median_ms) if rec is None else rec.k
-    rec = rec or BurstRecord([], secrets.randbits(62), [], [])
+def _bursts(child: Child, res: EvalResult, cfg: EvalConfig, k: int, mode: str) -> BurstRecord:
+    """BURSTS bursts of k calls on fresh seeds, each clocked by the parent from send to reply."""
+    rec = BurstRecord([], secrets.randbits(62), [], [])
     for _ in range(tt.BURSTS):
         seeds = [secrets.randbits(62) for _ in range(k)]
-        sec, reply = _burst(cnd, res, cfg, P.Burst(seeds, rec.weight_seed), "trusted_clock")
+        send(child, res, P.Burst(seeds, rec.weight_seed, mode), "trusted_clock")
+        t0 = time.perf_counter()
+        reply = recv(child, res, cfg.timing_timeout, "trusted_clock", "burst", P.BurstReply)
+        rec.seconds.append(time.perf_counter() - t0)
         if len(reply.digests) != k:
-            raise finish(res, Status.RUNTIME_ERROR, f"trusted clock: the candidate digested {len(reply.digests)} of {k} calls")
+            raise finish(res, Status.RUNTIME_ERROR, f"trusted clock: {who(child)} digested {len(reply.digests)} of {k} calls")
         rec.seeds.append(seeds)
-        rec.seconds.append(sec)
         rec.digests.append(reply.digests)
     return rec
 
 
-def burst_verdict(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, rec: BurstRecord) -> tt.Verdict:
-    """Check sampled digests against the reference's, time the reference's overhead loop, judge."""
+def burst_candidate(cnd: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int) -> BurstRecord:
+    """The candidate's bursts, right after its timing: the GPU is still its alone."""
     assert res.timing is not None
+    return _bursts(cnd, res, cfg, tt.burst_size(res.timing.median_ms, in_bytes), "model")
+
+
+def check_burst_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, rec: BurstRecord) -> None:
+    """SAMPLE of the candidate's burst calls, picked now that it has committed to its digests, against
+    the reference's digests of the same inputs under the same weights."""
     pool = [(b, i) for b in range(len(rec.seeds)) for i in range(rec.k)]
-    sample = secrets.SystemRandom().sample(pool, min(tt.SAMPLE, len(pool)))  # picked after the candidate committed
+    sample = secrets.SystemRandom().sample(pool, min(tt.SAMPLE, len(pool)))
     want = P.Digests([rec.seeds[b][i] for b, i in sample], rec.weight_seed, task.atol, task.rtol)
     ref_d = ask(ref, res, want, cfg.correctness_timeout, "trusted_clock", P.DigestsReply)
     for (b, i), r, s in zip(sample, ref_d.digests, ref_d.scales, strict=True):
         if (why := tt.digest_mismatch(rec.digests[b][i], r, s)) is not None:
             raise finish(res, Status.INCORRECT, f"wrong output in the back-to-back calls of the trusted clock "
                          f"(burst {b}, call {i}): {why}")
-    overhead = []
-    for seeds in rec.seeds:
-        sec, _ = _burst(ref, res, cfg, P.Burst(seeds, rec.weight_seed, mode="overhead"), "trusted_clock")
-        overhead.append(sec)
-    slack = cfg.trusted_slack_ms if cfg.trusted_slack_ms is not None else (tt.SLACK_MS if cfg.device == "cuda" else tt.CPU_LANE_SLACK_MS)
-    return tt.judge(res.timing.median_ms, res.timing.enqueue_ms, min(rec.seconds), min(overhead), rec.k, cfg.trusted_tol, slack)
 
 
-def apply_verdict(res: EvalResult, v: tt.Verdict) -> float | None:
-    """Record the verdict; a forged time ends the evaluation. Returns the floor when it applies."""
-    assert res.timing is not None
-    res.trusted_ms = round(v.per_call_ms, 6)
-    res.defences["trusted_clock"] = f"{v.kind}: {v.per_call_ms:.4g} ms/call over {v.k} calls"
-    msg = v.message(res.timing.median_ms, res.timing.enqueue_ms)
+def burst_baselines(ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, cache: KVCache | None,
+                    base_key: str) -> tuple[float, float]:
+    """Per-call burst times of eager and torch.compile (eager stands in when compile is unusable),
+    in the reference child, cached beside the baselines."""
+    assert res.eager_timing is not None
+    key = f"burst/{tt.K_MAX}x{tt.TARGET_MS}/{base_key}"
+    if cache is not None and (hit := cache.get(key)) is not None:
+        return hit["eager"], hit["compile"]
+    out = []
+    for mode, stats in (("model", res.eager_timing), ("compiled", res.compile_timing)):
+        if stats is None:
+            out.append(out[0])
+            continue
+        ask(ref, res, P.Warm(mode, secrets.randbits(62)), cfg.baseline_timeout, "trusted_clock", P.WarmReply)
+        out.append(_bursts(ref, res, cfg, tt.burst_size(stats.median_ms, in_bytes), mode).per_call_ms)
+    if cache is not None:
+        cache.put(key, {"eager": out[0], "compile": out[1]})
+    return out[0], out[1]
+
+
+def trusted_milestones(res: EvalResult, cfg: EvalConfig, cand_ms: float, eager_ms: float, compile_ms: float) -> tuple[bool, bool]:
+    """Judge the device times against the bursts; record it; a forged time ends the evaluation.
+    Returns the milestones that stand (faster than eager, faster than torch.compile)."""
+    assert res.timing is not None and res.eager_ms is not None
+    tc = res.compile_ms if res.compile_ms is not None else res.eager_ms
+    v = tt.judge(res.timing.median_ms, res.eager_ms, tc, cand_ms, eager_ms, compile_ms, cfg.trusted_tol)
+    res.trusted_ms, res.trusted_eager_ms, res.trusted_compile_ms = round(cand_ms, 6), round(eager_ms, 6), round(compile_ms, 6)
+    res.defences["trusted_clock"] = f"{v.kind}: {cand_ms:.4g} ms/call vs eager {eager_ms:.4g}, compile {compile_ms:.4g}"
     if v.kind == "forged":
-        res.findings.append(Finding("timing-forged", msg, Severity.REJECT))
-        raise finish(res, Status.REJECTED, f"rejected by rule timing-forged: {msg}"[:600])
-    if v.kind == "floored":
-        res.findings.append(Finding("timing-floor", msg, Severity.WARN))
-        return v.floor_ms
-    return None
+        res.findings.append(Finding("timing-forged", v.message, Severity.REJECT))
+        raise finish(res, Status.REJECTED, f"rejected by rule timing-forged: {v.message}"[:600])
+    if v.kind == "unconfirmed":
+        res.findings.append(Finding("timing-unconfirmed", v.message, Severity.WARN))
+    return v.faster_eager, v.faster_compile
 
 
 def timed_references(ref: Child, res: EvalResult, cfg: EvalConfig, req: P.Time, outputs: list[P.OutputRecord]) -> None:
@@ -180,9 +198,13 @@ def check_timed_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task
             raise finish(res, Status.INCORRECT, f"wrong output on {where}: {chk.message}")
 
 
+def baseline_key(cfg: EvalConfig, res: EvalResult, req: P.Time) -> str:
+    return (f"baseline/{res.task_hash}/{res.gpu}/{res.torch}/{res.precision}/{cfg.compile_baseline}/"
+            f"{cfg.n_timing_sets}x{cfg.n_timed}/{cfg.max_cv}/{TIMING_PROTOCOL}" + ("/fresh" if req.fresh_seed is not None else ""))
+
+
 def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: KVCache | None) -> None:
-    key = (f"baseline/{res.task_hash}/{res.gpu}/{res.torch}/{res.precision}/{cfg.compile_baseline}/"
-           f"{cfg.n_timing_sets}x{cfg.n_timed}/{cfg.max_cv}/{TIMING_PROTOCOL}" + ("/fresh" if req.fresh_seed is not None else ""))
+    key = baseline_key(cfg, res, req)
     hit = cache.get(key) if cache is not None else None
     if hit is not None:
         res.eager_timing = TimingStats.from_dict(hit["eager"])
@@ -222,5 +244,5 @@ def speed_of_light(ref: Child, res: EvalResult, cfg: EvalConfig, moved: int, cac
         res.findings.append(f)
 
 
-__all__ = ["BurstRecord", "apply_verdict", "baselines", "burst_candidate", "burst_verdict", "check_timed_outputs",
-           "speed_of_light", "time_candidate", "time_request", "timed_references"]
+__all__ = ["BurstRecord", "baseline_key", "baselines", "burst_baselines", "burst_candidate", "check_burst_outputs",
+           "check_timed_outputs", "speed_of_light", "time_candidate", "time_request", "timed_references", "trusted_milestones"]
