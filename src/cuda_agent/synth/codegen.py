@@ -20,6 +20,7 @@ more permissive than real ones); the filter runs it for real.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -63,14 +64,19 @@ _SPECS: dict[tuple, OpSpec] = {}
 
 @lru_cache(maxsize=1 << 16)
 def _trace_step(key: tuple, o: int, shape: tuple[int, ...], dtype: str) -> tuple[int, ...] | str:
+    with warnings.catch_warnings():
+        return _trace_step_quiet(_SPECS[key], o, shape, dtype)
+
+
+def _trace_step_quiet(spec: OpSpec, o: int, shape: tuple[int, ...], dtype: str) -> tuple[int, ...] | str:
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
 
-    spec = _SPECS[key]
     step = Step(spec, o)
     ns: dict[str, object] = {"torch": torch, "nn": nn, "F": F}
     try:
+        warnings.simplefilter("ignore")  # deprecation and broadcasting notes of crawled ops, on every trace
         for line in spec.imports:
             exec(line, ns)  # noqa: S102 - import lines of crawled blocks
         with torch.device("meta"):

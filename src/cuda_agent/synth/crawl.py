@@ -96,8 +96,9 @@ def _module_target(name: str, cls: type) -> Target:
 
 def _function_target(prefix: str, name: str) -> Target:
     fn = f"{prefix}.{name}"
+    # matrix before like: torch.matmul should multiply by a weight, not reduce by a vector
     specs = [OpSpec(fn, call=fn + "({x})"), OpSpec(fn, call=fn + "({x}, dim=-1)"),
-             OpSpec(fn, call=fn + "({x}, {p})", param="like"), OpSpec(fn, call=fn + "({x}, {p})", param="matrix")]
+             OpSpec(fn, call=fn + "({x}, {p})", param="matrix"), OpSpec(fn, call=fn + "({x}, {p})", param="like")]
     return Target(fn, "functional" if prefix == "F" else "tensor", specs, _ranks_for(name))
 
 
