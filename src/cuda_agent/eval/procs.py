@@ -13,6 +13,8 @@ Contract:
   be reused (a CUDA error poisons its context).
 - `Child(..., wrap=f)` starts `f(argv)` instead of argv (the sandbox's
   namespace and rlimit wrapper); the pipes pass through it unchanged.
+  `module` runs another child module with the same protocol (task synthesis's
+  filter child, `cuda_agent.synth.check_child`).
 - `scrubbed_env` builds the child's environment from an allow-list: secrets
   such as API keys never reach candidate code.
 
@@ -114,13 +116,14 @@ class Child:
     """A spawned `python -m cuda_agent.eval.child` with a JSON-lines channel."""
 
     def __init__(self, role: str, *, cwd: Path, env: dict[str, str], log_path: Path, warm_cuda: bool = False,
-                 wrap: Callable[[list[str]], list[str]] | None = None, child_args: tuple[str, ...] = ()):
+                 wrap: Callable[[list[str]], list[str]] | None = None, child_args: tuple[str, ...] = (),
+                 module: str = "cuda_agent.eval.child"):
         self.role = role
         self.log_path = log_path
         c2p_r, c2p_w = os.pipe()  # child -> parent replies
         p2c_r, p2c_w = os.pipe()  # parent -> child commands
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
-        argv = [sys.executable, "-m", "cuda_agent.eval.child", "--role", role,
+        argv = [sys.executable, "-m", module, "--role", role,
                 "--fd-in", str(p2c_r), "--fd-out", str(c2p_w), *(["--warm-cuda"] if warm_cuda else []), *child_args]
         self.proc = subprocess.Popen(
             wrap(argv) if wrap is not None else argv,
