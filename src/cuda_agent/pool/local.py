@@ -244,9 +244,9 @@ def _harness(err: BaseException) -> BaseException:
 
 
 def make_pool(*, ray: bool = False, slots: int | None = None, device: str = "cuda",
-              compile_workers: int | None = None) -> Pool:
+              compile_workers: int | None = None, call_workers: int | None = None) -> Pool:
     if ray or os.environ.get("RAY_ADDRESS"):
         from cuda_agent.pool.ray_pool import RayPool
 
         return RayPool()
-    return LocalPool(slots, device=device, compile_workers=compile_workers)
+    return LocalPool(slots, device=device, compile_workers=compile_workers, call_workers=call_workers)
