@@ -2,7 +2,7 @@
 
 Contract:
 - `normalized_key(code)` is a digest of the task's syntax tree with docstrings
-  removed and every name the code binds (arguments, assigned variables,
+  (every bare string statement) removed and every name the code binds (arguments, assigned variables,
   `self.<attr>` it sets) renamed in order of first appearance: two candidates
   that differ only in names, comments, formatting or docstrings share a key.
   None for code that does not parse.
@@ -53,12 +53,13 @@ class _Canon(ast.NodeTransformer):
 
 
 def _strip_docstrings(tree: ast.AST) -> None:
+    """Drop every bare string statement (docstrings and string "comments": they compute nothing)."""
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
+        if isinstance(body, list):
+            kept = [b for b in body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)
+                                            and isinstance(b.value.value, str))]
+            node.body = kept or [ast.Pass()]
 
 
 def normalized_key(code: str) -> str | None:
