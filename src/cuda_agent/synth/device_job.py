@@ -109,7 +109,10 @@ class TaskCheckJob:
         t0 = time.monotonic()
         tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-synth-"))
         report = DeviceReport(self.cid, [], self.code)
-        child = Child("synth", cwd=tmp, env={**child_env(self.precision), "TMPDIR": str(tmp)},
+        # one compile thread per child: jobs sharing a GPU already compile in parallel, and inductor's
+        # worker pool per process would cost more start-up than it saves on these small graphs
+        env = {**child_env(self.precision), "TMPDIR": str(tmp), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+        child = Child("synth", cwd=tmp, env=env,
                       log_path=tmp / "child.log", module="cuda_agent.synth.check_child")
         try:
             self._stages(child, tmp, report)

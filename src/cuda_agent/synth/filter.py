@@ -49,6 +49,7 @@ class FilterConfig:
     against: list[tuple[str, str]] | None = None  # reference tasks (name, code), e.g. KernelBench L1-L3
     threshold: float = 0.9
     limit: int | None = None  # only the first N candidates
+    deadline_s: float | None = None  # stop waiting for device jobs after this long; the rest stay to do
 
 
 @dataclass
@@ -60,6 +61,7 @@ class FilterSummary:
     harness_errors: list[tuple[str, str]] = field(default_factory=list)
     outputs: list[Path] = field(default_factory=list)
     device_s: float = 0.0  # wall time of this invocation's device part
+    timed_out: bool = False  # the deadline cut the device part short
     wall_s: float = 0.0
 
 
@@ -149,20 +151,15 @@ def run_filter(candidates: Path, out: Path, cfg: FilterConfig, pool: Any,
         tol = cpu[c.id]["verdicts"][0]["data"]
         futures[pool.submit_call(TaskCheckJob(c.id, c.code, cfg.settings, tol["atol"], tol["rtol"],
                                               tol["precision"]))] = c
-    for f in as_completed(futures):
-        c = futures[f]
-        try:
-            report: DeviceReport = f.result()
-        except Exception as e:  # noqa: BLE001 - a harness failure: not recorded, the next run retries it
-            summary.harness_errors.append((c.id, f"{type(e).__name__}: {e}"[:300]))
-            continue
-        d = dataclasses.asdict(report)
-        records.append(dev_file, d)
-        dev[c.id] = d
-        summary.evaluated_now += 1
-        summary.counts = tally(ids, cpu, dev)
-        if progress is not None:
-            progress(summary.counts, n_dev - len(todo) + summary.evaluated_now, n_dev)
+    try:
+        for f in as_completed(futures, timeout=cfg.deadline_s):
+            _landed(f, futures[f], summary, dev, dev_file, ids, cpu)
+            if progress is not None:
+                progress(summary.counts, n_dev - len(todo) + summary.evaluated_now, n_dev)
+    except TimeoutError:
+        for f in futures:
+            f.cancel()  # not recorded: a rerun does them
+        summary.timed_out = True
     summary.device_s = time.monotonic() - t_dev
     rows, rejections = _assemble(cands, cpu, dev)
     summary.kept = len(rows)
@@ -173,6 +170,20 @@ def run_filter(candidates: Path, out: Path, cfg: FilterConfig, pool: Any,
     summary.outputs.append(rej)
     summary.wall_s = time.monotonic() - t0
     return summary
+
+
+def _landed(f: Future[Any], c: Candidate, summary: FilterSummary, dev: dict[str, dict[str, Any]], dev_file: Path,
+            ids: list[str], cpu: dict[str, dict[str, Any]]) -> None:
+    try:
+        report: DeviceReport = f.result()
+    except Exception as e:  # noqa: BLE001 - a harness failure: not recorded, the next run retries it
+        summary.harness_errors.append((c.id, f"{type(e).__name__}: {e}"[:300]))
+        return
+    d = dataclasses.asdict(report)
+    records.append(dev_file, d)
+    dev[c.id] = d
+    summary.evaluated_now += 1
+    summary.counts = tally(ids, cpu, dev)
 
 
 def _assemble(cands: list[Candidate], cpu: dict[str, dict[str, Any]],

@@ -5,8 +5,9 @@ Contract:
   crawled op with its probed signature, its labels and its self-contained task
   code; `Candidate` is one composed task; `Verdict` is what one filter stage
   said about one candidate.
-- `append(path, record)` writes one JSON line and flushes it to disk before
-  returning, so a record on disk is complete. `read(path, cls)` returns the
+- `append(path, record)` writes one JSON line in one write and flushes it to
+  the OS before returning, so a killed process leaves complete records (no
+  fsync: a power loss may lose the last records, which a rerun redoes). `read(path, cls)` returns the
   complete records of a file in order and skips a torn last line (a run killed
   mid-write), so a resumed stage re-does exactly the records that were not
   finished.
@@ -102,8 +103,6 @@ def append(path: Path, record: Any) -> None:
     line = json.dumps(to_json(record) if dataclasses.is_dataclass(record) else record) + "\n"
     with open(path, "a") as f:
         f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def read(path: Path, cls: type[T]) -> list[T]:
