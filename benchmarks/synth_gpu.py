@@ -49,7 +49,7 @@ def main() -> int:
     from cuda_agent.synth.crawl import crawl, torch_ops
     from cuda_agent.synth.crawl_hf import hf_targets
     from cuda_agent.synth.device_job import FilterSettings
-    from cuda_agent.synth.filter import STAGES, FilterConfig, run_filter
+    from cuda_agent.synth.filter import STAGES, FilterConfig, run_filter, work_dir
     from cuda_agent.synth.records import Seed
 
     work = a.work or Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="synth-gpu-"))
@@ -83,7 +83,13 @@ def main() -> int:
             print(f"  {done}/{total} " + " ".join(f"{s} {p}/{e}" for s, (e, p) in counts.items() if e), flush=True)
 
     pool = LocalPool(device=a.device, call_workers=None if gpus else a.jobs_per_gpu)
-    summary = run_filter(work / "candidates.jsonl", work / "tasks.parquet", cfg, pool, progress)
+    try:
+        import pyarrow  # noqa: F401
+
+        out = work / "tasks.parquet"
+    except ImportError:
+        out = work / "tasks.jsonl"  # no pyarrow on this machine: the same rows as JSON lines
+    summary = run_filter(work / "candidates.jsonl", out, cfg, pool, progress)
     print(f"\nyield per stage ({a.n} candidates, {max(1, len(gpus))} {'GPU' if gpus else 'CPU lane'}, "
           f"{a.jobs_per_gpu} jobs per GPU)")
     print(f"{'stage':<14}{'entered':>9}{'passed':>9}{'yield':>8}")
@@ -95,7 +101,7 @@ def main() -> int:
           f"{' (deadline reached: the rest were cancelled)' if summary.timed_out else ''}")
     print(f"candidates filtered per GPU-hour: {per_hour:.0f}; kept {summary.kept} "
           f"({summary.kept / max(summary.device_s, 1e-9) * 3600 / max(1, len(gpus)):.0f} kept tasks per GPU-hour)")
-    reshaped = [json.loads(line) for line in (work / "tasks.parquet.work" / "device.jsonl").read_text().splitlines()]
+    reshaped = [json.loads(line) for line in (work_dir(out) / "device.jsonl").read_text().splitlines()]
     n_resh = sum(1 for d in reshaped if d.get("reshapes"))
     print(f"re-shaped: {n_resh} of {len(reshaped)}; harness errors: {len(summary.harness_errors)}")
     for cid, msg in summary.harness_errors[:3]:
