@@ -9,14 +9,17 @@ Model class to every reference task (branch and bound over a vectorised
 bound). References: `--against` (a KernelBench checkout: levels 1-3, 250
 tasks), else a bundled KernelBench-style set (examples/*/task.py,
 tests/redteam/tasks, tests/fixtures/weak_tasks; written for this project)
-padded to 250 with stand-ins composed under another planner seed, so the
-search does the work of a KernelBench-sized reference set. Prints figures; it
+padded to 250 with stand-ins composed under another planner seed and restyled
+the way KernelBench writes tasks (docstrings, annotations, one returned
+expression), so the search does the work of a KernelBench-sized reference set.
+Its similarity figures then describe these stand-ins, not KernelBench. Prints figures; it
 asserts nothing (a benchmark, not a test).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import statistics
 import sys
 import tempfile
@@ -32,6 +35,37 @@ from cuda_agent.synth.crawl import crawl, torch_ops  # noqa: E402
 from cuda_agent.synth.crawl_hf import hf_targets  # noqa: E402
 from cuda_agent.synth.decontam import RefIndex, normalized_key  # noqa: E402
 from cuda_agent.synth.records import Candidate  # noqa: E402
+
+
+def kernelbench_style(code: str) -> str:
+    """A composed task restyled the way KernelBench writes its tasks, so stand-ins are not structural
+    twins of the candidates: docstrings, annotations, super(Model, self), and the forward's chain of
+    assignments folded into one returned expression."""
+    tree = ast.parse(code)
+    model = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model")
+    model.body.insert(0, ast.Expr(ast.Constant("Stand-in reference task.")))
+    for fn in (n for n in model.body if isinstance(n, ast.FunctionDef)):
+        fn.body.insert(0, ast.Expr(ast.Constant(f"{fn.name} of the stand-in.")))
+        if fn.name == "forward":
+            fn.args.args[1].annotation = ast.Attribute(ast.Name("torch"), "Tensor")
+            fn.returns = ast.Attribute(ast.Name("torch"), "Tensor")
+            expr: ast.expr = ast.Name("x")
+            for st in fn.body:
+                if isinstance(st, ast.Assign):
+                    expr = _substitute(st.value, expr)
+            fn.body = [fn.body[0], ast.Return(expr)]
+        for st in ast.walk(fn):
+            if isinstance(st, ast.Call) and isinstance(st.func, ast.Attribute) and st.func.attr == "__init__":
+                st.func.value.args = [ast.Name("Model"), ast.Name("self")]
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def _substitute(node: ast.expr, x: ast.expr) -> ast.expr:
+    class Sub(ast.NodeTransformer):
+        def visit_Name(self, n: ast.Name) -> ast.expr:
+            return x if n.id == "x" else n
+
+    return Sub().visit(node)
 
 
 def bundled_refs() -> list[tuple[str, str]]:
@@ -78,7 +112,7 @@ def main() -> int:
             c = stand_in.compose(i)
             i += 1
             if isinstance(c, Candidate):
-                refs.append((f"stand-in/{c.id}", c.code))
+                refs.append((f"stand-in/{c.id}", kernelbench_style(c.code)))
         ref_note = f"{own} bundled KernelBench-style tasks + {len(refs) - own} composed stand-ins (no KernelBench)"
     cands = records.read(work / "candidates.jsonl", Candidate)
     t = time.perf_counter()
