@@ -117,6 +117,9 @@ def test_each_stage_rejects_the_candidate_it_exists_for(tmp_path, cache_env):
     assert f"batch_size = {reshapes[-1]['batch'][1]}" in row["code"]
     assert summary.counts["parse"] == [len(codes), len(codes) - 1]
     assert summary.counts["compile"] == [2, 1]
+    stages = list(summary.counts)
+    for a, b in zip(stages, stages[1:], strict=False):  # a funnel: nobody enters a stage they did not pass into
+        assert summary.counts[b][0] <= summary.counts[a][1], (a, b, summary.counts)
     assert load_suite(out).counts() == {"torch#1": (1, 0)}
 
 

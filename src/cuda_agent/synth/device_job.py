@@ -170,7 +170,7 @@ class TaskCheckJob:
         s = self.settings
         loaded = self._load(child, tmp, report.code, "runs")
         report.verdicts.append(Verdict(self.cid, "runs", True, data={"out_shapes": loaded["out_shapes"]}))
-        checked = self._checks(child)
+        report.verdicts += self._checks(child)
         lo, hi = s.window_ms
         target = lo * (hi / lo) ** 0.25  # toward the low end: a re-shaped task stays cheap to evaluate
         for attempt in range(s.max_reshapes + 1):
@@ -194,9 +194,12 @@ class TaskCheckJob:
             report.code = code
             loaded = self._load(child, tmp, code, "timing")
         report.eager_ms = ms
-        if report.reshapes:
-            checked = self._checks(child)  # the saved task is the re-shaped one: check that one
-        report.verdicts += checked
+        if report.reshapes:  # the saved task is the re-shaped one: check that one
+            try:
+                self._checks(child)
+            except _Stop:
+                report.verdicts = [v for v in report.verdicts if v.stage not in ("deterministic", "anti_hack")]
+                raise
         report.verdicts.append(Verdict(self.cid, "timing", True, data={"eager_ms": ms, "reshapes": report.reshapes}))
         if not s.compile:
             report.complete = True
