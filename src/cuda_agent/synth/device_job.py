@@ -140,11 +140,11 @@ class TaskCheckJob:
                                         "init_seed": secrets.randbits(62), "seed": secrets.randbits(62),
                                         "precision": self.precision, "lock_dir": s.lock_dir}, s.load_timeout)
 
-    def _checks(self, child: Any) -> list[Verdict]:
+    def _checks(self, child: Any, out: list[Verdict]) -> None:
+        """Append the deterministic and anti-hack verdicts to `out` (a passing one before the next runs)."""
         seeds = [secrets.randbits(62) for _ in range(3)]
         got = self._ask(child, "deterministic", {"cmd": "checks", "seeds": seeds, "fixed_seed": secrets.randbits(62),
                                                   "atol": self.atol, "rtol": self.rtol}, self.settings.checks_timeout)
-        out = []
         if got["random_ops"]:
             raise _Stop(Verdict(self.cid, "deterministic", False, f"random ops in the op log: {got['random_ops']}"))
         if not got["rerun_equal"]:
@@ -157,7 +157,6 @@ class TaskCheckJob:
             raise _Stop(Verdict(self.cid, "anti_hack", False, f"{why}negative controls pass: {', '.join(passing)}",
                                 {"controls": passing}))
         out.append(Verdict(self.cid, "anti_hack", True))
-        return out
 
     def _time(self, child: Any, compiled: bool = False) -> float:
         s = self.settings
@@ -170,7 +169,7 @@ class TaskCheckJob:
         s = self.settings
         loaded = self._load(child, tmp, report.code, "runs")
         report.verdicts.append(Verdict(self.cid, "runs", True, data={"out_shapes": loaded["out_shapes"]}))
-        report.verdicts += self._checks(child)
+        self._checks(child, report.verdicts)
         lo, hi = s.window_ms
         target = lo * (hi / lo) ** 0.25  # toward the low end: a re-shaped task stays cheap to evaluate
         for attempt in range(s.max_reshapes + 1):
@@ -195,10 +194,11 @@ class TaskCheckJob:
             loaded = self._load(child, tmp, code, "timing")
         report.eager_ms = ms
         if report.reshapes:  # the saved task is the re-shaped one: check that one
+            again: list[Verdict] = []
             try:
-                self._checks(child)
+                self._checks(child, again)
             except _Stop:
-                report.verdicts = [v for v in report.verdicts if v.stage not in ("deterministic", "anti_hack")]
+                report.verdicts = [v for v in report.verdicts if v.stage not in ("deterministic", "anti_hack")] + again
                 raise
         report.verdicts.append(Verdict(self.cid, "timing", True, data={"eager_ms": ms, "reshapes": report.reshapes}))
         if not s.compile:
