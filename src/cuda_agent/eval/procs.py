@@ -15,6 +15,8 @@ Contract:
   child is killed and must not be reused (a CUDA error poisons its context).
 - `Child(..., wrap=f)` starts `f(argv)` instead of argv (the sandbox's
   namespace and rlimit wrapper); the pipes pass through it unchanged.
+  `module` runs another child module with the same protocol (task synthesis's
+  filter child, `cuda_agent.synth.check_child`).
 - `scrubbed_env` builds the child's environment from the sandbox's allow-list
   (`cuda_agent.sandbox.env`): secrets such as API keys never reach candidate code.
 
@@ -98,13 +100,14 @@ class Child:
     """A spawned `python -m cuda_agent.eval.child` with a JSON-lines channel."""
 
     def __init__(self, role: str, *, cwd: Path, env: dict[str, str], log_path: Path, warm_cuda: bool = False,
-                 wrap: Callable[[list[str]], list[str]] | None = None, child_args: tuple[str, ...] = ()):
+                 wrap: Callable[[list[str]], list[str]] | None = None, child_args: tuple[str, ...] = (),
+                 module: str = "cuda_agent.eval.child"):
         self.role = role
         self.log_path = log_path
         c2p_r, c2p_w = os.pipe()  # child -> parent replies
         p2c_r, p2c_w = os.pipe()  # parent -> child commands
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
-        argv = [sys.executable, "-m", "cuda_agent.eval.child", "--role", role,
+        argv = [sys.executable, "-m", module, "--role", role,
                 "--fd-in", str(p2c_r), "--fd-out", str(c2p_w), *(["--warm-cuda"] if warm_cuda else []), *child_args]
         self.proc = subprocess.Popen(
             wrap(argv) if wrap is not None else argv,
@@ -131,15 +134,21 @@ class Child:
     def request(self, req: P.Request, timeout: float) -> P.Reply | ChildFailure:
         return self.send(req) or self.receive(timeout, req.cmd)
 
-    def send(self, req: P.Request) -> ChildFailure | None:
+    def request_raw(self, msg: dict[str, Any], timeout: float) -> dict[str, Any] | ChildFailure:
+        """For a child `module` with its own dict protocol (synthesis's filter child, which runs task
+        code, not a candidate's): the reply as a dict, not validated here."""
+        return self.send(msg) or self._receive_raw(timeout, str(msg.get("cmd")))
+
+    def send(self, req: P.Request | dict[str, Any]) -> ChildFailure | None:
         """Queue a command without waiting (the child answers in order): the parent can keep
         two children busy at once, e.g. the reference comparing while the candidate runs."""
         if self.dead:
             return ChildFailure("died", f"{self.role} process is no longer usable")
+        wire = req if isinstance(req, dict) else P.to_wire(req)
         try:
-            os.write(self._wfd, (json.dumps(P.to_wire(req)) + "\n").encode())
+            os.write(self._wfd, (json.dumps(wire) + "\n").encode())
         except (BrokenPipeError, OSError):
-            return self._fail("died", f"{self.role} process exited before '{req.cmd}'")
+            return self._fail("died", f"{self.role} process exited before '{wire.get('cmd')}'")
         return None
 
     def receive(self, timeout: float, cmd: str) -> P.Reply | ChildFailure:

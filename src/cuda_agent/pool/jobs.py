@@ -10,6 +10,12 @@ for anything the candidate does; it raises `HarnessError` for a malformed job.
 `run_gated(job, compiled)` skips the run when a compile-ahead result already
 settles it (compile error, rejected, compile timeout). `portable(job)` turns a
 workdir job into task + sources so it can run on another machine.
+`CallJob` is the other kind of job: not an evaluation of a candidate but a
+self-contained piece of device work defined by a higher layer (task
+synthesis's filter checks, `cuda_agent.synth.device_job`). The pool only calls
+its `run()` in a worker that sees the job's device; `gpu_fraction` says how
+many such jobs may share one GPU (0.125: eight at once). `run_any(job)` runs
+either kind.
 Not guaranteed: a snapshot carries only agent-writable files; tampering with
 protected files of the workspace is then invisible (and harmless: the
 pristine task is used).
@@ -22,6 +28,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from cuda_agent.eval.config import EvalConfig, Phase
 from cuda_agent.eval.result import EvalResult, Status
@@ -58,6 +65,24 @@ class EvalJob:
 
     def with_phase(self, phase: Phase) -> EvalJob:
         return dataclasses.replace(self, phase=phase, config=dataclasses.replace(self.config))
+
+
+@runtime_checkable
+class CallJob(Protocol):
+    """Device work that is not an evaluation; see the module docstring. Must be picklable."""
+
+    label: str
+    device: str  # "cuda": runs in a worker with one GPU visible; "cpu": with none
+    gpu_fraction: float  # share of one GPU a job takes (1.0: exclusive)
+
+    def validate(self) -> None: ...
+
+    def run(self) -> Any: ...
+
+
+def run_any(job: EvalJob | CallJob) -> Any:
+    """Run an evaluation job or a call job here (what a pool worker does with either)."""
+    return run_job(job) if isinstance(job, EvalJob) else job.run()
 
 
 def run_job(job: EvalJob) -> EvalResult:

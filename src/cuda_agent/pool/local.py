@@ -20,6 +20,13 @@ Contract:
   Ray tasks with GPU resources declared per task.
 - Both share the evaluator's caches under cache_root(): build objects,
   baselines and whole results (cuda_agent.eval.cache).
+- A `jobs.CallJob` (device work that is not an evaluation) runs on call
+  workers: per visible GPU, round(1 / job.gpu_fraction) processes with only
+  that GPU visible (created on first use); on a CPU pool, `call_workers`
+  processes with no GPU visible. Its future holds whatever `job.run()`
+  returned. Call workers and GPU slots are not coordinated: a call job that
+  times something must guard that itself (the synthesis filter takes a
+  per-GPU file lock).
 
 Not guaranteed: Killing the pool's parent does not wait
 for evaluations in flight; their children die with their process groups.
@@ -38,13 +45,14 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 from cuda_agent.eval.result import EvalResult
-from cuda_agent.pool.jobs import GATE_STATUSES, EvalJob, HarnessError, run_job
+from cuda_agent.pool.jobs import GATE_STATUSES, CallJob, EvalJob, HarnessError, run_any, run_job
 
 __all__ = ["EvalJob", "HarnessError", "LocalPool", "Pool", "make_pool", "run_job", "visible_gpus"]
 
 
 class Pool(Protocol):
     def submit(self, job: EvalJob) -> Future[EvalResult]: ...
+    def submit_call(self, job: CallJob) -> Future[Any]: ...
     def close(self, cancel: bool = False) -> None: ...
 
 
@@ -86,8 +94,15 @@ def _executor(n: int, env: dict[str, str]) -> ProcessPoolExecutor:
 
 class LocalPool:
     def __init__(self, slots: int | None = None, *, device: str = "cuda", compile_workers: int | None = None,
-                 compile_ahead: bool = True, arch: str | None = None):
+                 compile_ahead: bool = True, arch: str | None = None, call_workers: int | None = None):
         gpus = visible_gpus() if device == "cuda" else []
+        self._gpus = gpus
+        self._call_workers = call_workers
+        self._calls: list[ProcessPoolExecutor] = []
+        self._call_envs: list[dict[str, str]] = []
+        self._call_next = 0
+        self._call_per = 1
+        self._call_lock = threading.Lock()
         n = slots if slots is not None else max(1, len(gpus))
         if device == "cuda" and gpus and n > len(gpus):
             raise ValueError(f"{n} GPU workers asked for, {len(gpus)} GPU(s) visible")
@@ -125,6 +140,40 @@ class LocalPool:
             self._chain(self._farm.submit(run_job, job.with_phase("compile")), out, job)
         else:
             self._queue.put((job, out))
+        return out
+
+    def submit_call(self, job: CallJob) -> Future[Any]:
+        """Run a call job on a call worker (see the module docstring)."""
+        if self._closed:
+            raise RuntimeError("pool is closed")
+        job.validate()
+        with self._call_lock:
+            if not self._calls:
+                if self._gpus and job.device == "cuda":
+                    per_gpu = self._call_workers or max(1, round(1 / max(job.gpu_fraction, 1e-3)))
+                    self._call_envs = [{"CUDA_VISIBLE_DEVICES": g} for g in self._gpus]
+                else:
+                    per_gpu = self._call_workers or max(1, (os.cpu_count() or 2) // 2)
+                    self._call_envs = [{"CUDA_VISIBLE_DEVICES": ""}]
+                self._call_per = per_gpu
+                self._calls = [_executor(per_gpu, e) for e in self._call_envs]
+            i = self._call_next % len(self._calls)
+            self._call_next += 1
+            inner = self._calls[i].submit(run_any, job)
+        out: Future[Any] = Future()
+
+        def done(f: Future[Any]) -> None:
+            err = f.exception()
+            if err is None:
+                out.set_result(f.result())
+                return
+            if isinstance(err, BrokenProcessPool):
+                with self._call_lock:
+                    if self._calls and not self._closed:
+                        self._calls[i] = _executor(self._call_per, self._call_envs[i])
+            out.set_exception(_harness(err))
+
+        inner.add_done_callback(done)
         return out
 
     def _chain(self, inner: Future[EvalResult], out: Future[EvalResult], then: EvalJob | None) -> None:
@@ -178,7 +227,7 @@ class LocalPool:
             self._queue.put(None)
         for t in self._threads:
             t.join(timeout=None if not cancel else 1)
-        for ex in self._slots:
+        for ex in [*self._slots, *self._calls]:
             ex.shutdown(wait=not cancel, cancel_futures=cancel)
 
     def __enter__(self) -> LocalPool:
@@ -195,9 +244,9 @@ def _harness(err: BaseException) -> BaseException:
 
 
 def make_pool(*, ray: bool = False, slots: int | None = None, device: str = "cuda",
-              compile_workers: int | None = None) -> Pool:
+              compile_workers: int | None = None, call_workers: int | None = None) -> Pool:
     if ray or os.environ.get("RAY_ADDRESS"):
         from cuda_agent.pool.ray_pool import RayPool
 
         return RayPool()
-    return LocalPool(slots, device=device, compile_workers=compile_workers)
+    return LocalPool(slots, device=device, compile_workers=compile_workers, call_workers=call_workers)

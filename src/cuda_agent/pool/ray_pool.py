@@ -8,6 +8,9 @@ num_gpus=0. Jobs travel as task + source snapshot (`jobs.portable`). For a
 workspace job past the compile phase, a compile-only task runs first and its
 object ref is an argument of the GPU task: Ray starts the GPU task after it,
 and a candidate that failed to compile never holds a GPU for long.
+`submit_call(job)` runs a `jobs.CallJob` as a Ray task declaring
+`num_gpus=job.gpu_fraction` for a CUDA job (so 1/fraction of them share a GPU),
+0 for a CPU job.
 Not guaranteed: across machines the compile-ahead helps only when
 CUDA_AGENT_CACHE is on a shared filesystem; cuda-agent must be installed on
 every node; `close()` leaves the cluster (and ray.init) to the caller.
@@ -20,7 +23,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from cuda_agent.eval.result import EvalResult
-from cuda_agent.pool.jobs import EvalJob, HarnessError, portable, run_gated
+from cuda_agent.pool.jobs import CallJob, EvalJob, HarnessError, portable, run_any, run_gated
 
 
 class RayPool:
@@ -34,6 +37,7 @@ class RayPool:
             ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, **init_kwargs)
         self.compile_ahead = compile_ahead
         self._fn = ray.remote(run_gated)
+        self._call = ray.remote(run_any)
 
     def _opts(self, job: EvalJob) -> Any:
         gpu = job.config.device == "cuda" and job.phase != "compile"
@@ -46,6 +50,11 @@ class RayPool:
             first = job.with_phase("compile")
             compiled = self._opts(first).remote(first, None)
         return self._opts(job).remote(job, compiled).future()
+
+    def submit_call(self, job: CallJob) -> Future[Any]:
+        job.validate()
+        gpus = job.gpu_fraction if job.device == "cuda" else 0
+        return self._call.options(num_gpus=gpus, num_cpus=1, max_retries=0).remote(job).future()
 
     def close(self, cancel: bool = False) -> None:
         pass  # the cluster outlives the pool; ray.shutdown() is the caller's choice

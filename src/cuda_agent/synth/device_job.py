@@ -1,0 +1,215 @@
+"""The filter's device stages for one candidate, as a pool call job.
+
+Contract: `TaskCheckJob(cid, code, settings)` is a `pool.jobs.CallJob`; its
+`run()` (in a pool worker, or directly) starts one fresh `check_child` process
+for the candidate, drives it and returns a `DeviceReport` whose `verdicts`
+hold, in this order and until the first rejection:
+- `runs`: builds and runs in eager mode on a fresh seed, outputs floating,
+  finite and non-empty;
+- `deterministic`: no random ATen op in the op log, and two calls on the same
+  input under different RNG states agree (1e-5);
+- `anti_hack`: none of lint-task's negative controls (zeros, constant,
+  pass-through, another seed's output, a precomputed output) passes with the
+  task's tolerances; `other_seed` failing is "outputs differ across inputs";
+- `timing`: eager median time within `window_ms`; outside it, the batch-like
+  dimension is scaled toward the window's lower quarter (`reshape.scale_batch`)
+  up to `max_reshapes` times, bounded by `max_input_bytes`; after a re-shape
+  the two stages above run again at the final shape;
+- `compile`: `torch.compile` runs and agrees with eager on two seeds.
+`DeviceReport.code` is the final (possibly re-shaped) source. The candidate's
+failures are verdicts; a broken harness (child died, timeout) is a verdict of
+the stage it happened in, with the reason. Seeds are drawn fresh per job.
+Not guaranteed: times comparable across machines, or stable on a GPU shared
+with anything but other filter jobs (the exclusive lock keeps those out).
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.synth.records import Verdict
+from cuda_agent.synth.reshape import scale_batch
+
+DEVICE_STAGES = ("runs", "deterministic", "anti_hack", "timing", "compile")
+
+
+@dataclass
+class FilterSettings:
+    device: str = "cuda"
+    window_ms: tuple[float, float] = (1.0, 100.0)  # the paper's eager-time window
+    max_reshapes: int = 4
+    max_input_bytes: int = 4 << 30
+    time_calls: int = 10
+    time_budget_s: float = 1.0
+    compile: bool = True
+    gpu_fraction: float = 0.125  # filter jobs per GPU: 8 share one (compiles are CPU-bound)
+    lock_dir: str = field(default_factory=tempfile.gettempdir)
+    load_timeout: float = 180.0
+    checks_timeout: float = 180.0
+    time_timeout: float = 120.0
+    compile_timeout: float = 900.0
+
+
+@dataclass
+class DeviceReport:
+    id: str
+    verdicts: list[Verdict]
+    code: str
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    reshapes: list[dict[str, Any]] = field(default_factory=list)  # {"batch": [old, new], "eager_ms": before}
+    wall_s: float = 0.0
+    complete: bool = False  # every stage ran and passed
+
+    @property
+    def passed(self) -> bool:
+        return self.complete and all(v.passed for v in self.verdicts)
+
+
+class _Stop(Exception):
+    def __init__(self, verdict: Verdict):
+        self.verdict = verdict
+
+
+@dataclass
+class TaskCheckJob:
+    cid: str
+    code: str
+    settings: FilterSettings
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    precision: str = "fp32"
+
+    @property
+    def label(self) -> str:
+        return self.cid
+
+    @property
+    def device(self) -> str:
+        return self.settings.device
+
+    @property
+    def gpu_fraction(self) -> float:
+        return self.settings.gpu_fraction
+
+    def validate(self) -> None:
+        if not self.code:
+            raise ValueError(f"{self.cid}: no code")
+
+    def run(self) -> DeviceReport:
+        from cuda_agent.eval.procs import Child
+        from cuda_agent.eval.warm import child_env
+
+        t0 = time.monotonic()
+        tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-synth-"))
+        report = DeviceReport(self.cid, [], self.code)
+        # one compile thread per child: jobs sharing a GPU already compile in parallel, and inductor's
+        # worker pool per process would cost more start-up than it saves on these small graphs
+        env = {**child_env(self.precision), "TMPDIR": str(tmp), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+        child = Child("synth", cwd=tmp, env=env,
+                      log_path=tmp / "child.log", module="cuda_agent.synth.check_child")
+        try:
+            self._stages(child, tmp, report)
+        except _Stop as stop:
+            report.verdicts.append(stop.verdict)
+        finally:
+            child.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+            report.wall_s = time.monotonic() - t0
+        return report
+
+    def _ask(self, child: Any, stage: str, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        from cuda_agent.eval.procs import ChildFailure
+
+        reply = child.request_raw(msg, timeout)
+        if isinstance(reply, ChildFailure):
+            raise _Stop(Verdict(self.cid, stage, False, f"{msg['cmd']}: {reply.message}"))
+        if not reply.get("ok"):
+            raise _Stop(Verdict(self.cid, stage, False, str(reply.get("error", "?"))))
+        return reply
+
+    def _load(self, child: Any, tmp: Path, code: str, stage: str) -> dict[str, Any]:
+        s = self.settings
+        return self._ask(child, stage, {"cmd": "load", "source": code, "device": s.device, "workdir": str(tmp),
+                                        "init_seed": secrets.randbits(62), "seed": secrets.randbits(62),
+                                        "precision": self.precision, "lock_dir": s.lock_dir}, s.load_timeout)
+
+    def _checks(self, child: Any, out: list[Verdict]) -> None:
+        """Append the deterministic and anti-hack verdicts to `out` (a passing one before the next runs)."""
+        seeds = [secrets.randbits(62) for _ in range(3)]
+        got = self._ask(child, "deterministic", {"cmd": "checks", "seeds": seeds, "fixed_seed": secrets.randbits(62),
+                                                  "atol": self.atol, "rtol": self.rtol}, self.settings.checks_timeout)
+        if got["random_ops"]:
+            raise _Stop(Verdict(self.cid, "deterministic", False, f"random ops in the op log: {got['random_ops']}"))
+        if not got["rerun_equal"]:
+            raise _Stop(Verdict(self.cid, "deterministic", False,
+                                f"two runs on the same input differ: {got['rerun_message']}"))
+        out.append(Verdict(self.cid, "deterministic", True))
+        passing = sorted(n for n, c in got["controls"].items() if c.get("passes"))
+        if passing:
+            why = "outputs do not differ across inputs; " if "other_seed" in passing else ""
+            raise _Stop(Verdict(self.cid, "anti_hack", False, f"{why}negative controls pass: {', '.join(passing)}",
+                                {"controls": passing}))
+        out.append(Verdict(self.cid, "anti_hack", True))
+
+    def _time(self, child: Any, compiled: bool = False) -> float:
+        s = self.settings
+        got = self._ask(child, "compile" if compiled else "timing",
+                        {"cmd": "time", "compiled": compiled, "seed": secrets.randbits(62), "max_calls": s.time_calls,
+                         "budget_s": s.time_budget_s}, s.time_timeout)
+        return float(got["ms"])
+
+    def _stages(self, child: Any, tmp: Path, report: DeviceReport) -> None:
+        s = self.settings
+        loaded = self._load(child, tmp, report.code, "runs")
+        report.verdicts.append(Verdict(self.cid, "runs", True, data={"out_shapes": loaded["out_shapes"]}))
+        self._checks(child, report.verdicts)
+        lo, hi = s.window_ms
+        target = lo * (hi / lo) ** 0.25  # toward the low end: a re-shaped task stays cheap to evaluate
+        for attempt in range(s.max_reshapes + 1):
+            ms = self._time(child)
+            if lo <= ms <= hi:
+                break
+            where = "below" if ms < lo else "above"
+            if attempt == s.max_reshapes:
+                raise _Stop(Verdict(self.cid, "timing", False, f"eager {ms:.4g} ms, {where} the {lo:g}-{hi:g} ms window "
+                                    f"after {attempt} re-shape(s)", {"eager_ms": ms, "reshapes": report.reshapes}))
+            factor = min(64.0, max(1 / 64, target / max(ms, 1e-6)))
+            scaled = scale_batch(report.code, factor)
+            if scaled is None:
+                raise _Stop(Verdict(self.cid, "timing", False, f"eager {ms:.4g} ms, {where} the window, and no "
+                                    "batch-like dimension can be scaled", {"eager_ms": ms}))
+            code, old, new = scaled
+            if new > old and loaded["in_bytes"] * new / old > s.max_input_bytes:
+                raise _Stop(Verdict(self.cid, "timing", False, f"eager {ms:.4g} ms; reaching {lo:g} ms needs "
+                                    f"{loaded['in_bytes'] * new / old / 2**30:.1f} GiB of inputs", {"eager_ms": ms}))
+            report.reshapes.append({"batch": [old, new], "eager_ms": ms})
+            report.code = code
+            loaded = self._load(child, tmp, code, "timing")
+        report.eager_ms = ms
+        if report.reshapes:  # the saved task is the re-shaped one: check that one
+            again: list[Verdict] = []
+            try:
+                self._checks(child, again)
+            except _Stop:
+                report.verdicts = [v for v in report.verdicts if v.stage not in ("deterministic", "anti_hack")] + again
+                raise
+        report.verdicts.append(Verdict(self.cid, "timing", True, data={"eager_ms": ms, "reshapes": report.reshapes}))
+        if not s.compile:
+            report.complete = True
+            return
+        got = self._ask(child, "compile", {"cmd": "compile_check", "seeds": [secrets.randbits(62) for _ in range(2)],
+                                           "atol": self.atol, "rtol": self.rtol}, s.compile_timeout)
+        bad = [c for c in got["checks"] if not c["passed"]]
+        if bad:
+            raise _Stop(Verdict(self.cid, "compile", False, f"torch.compile disagrees with eager: {bad[0]['message']}"))
+        report.compile_ms = self._time(child, compiled=True)
+        report.verdicts.append(Verdict(self.cid, "compile", True, data={
+            "compile_ms": report.compile_ms, "compile_s": round(got["compile_s"], 2)}))
+        report.complete = True
