@@ -66,7 +66,7 @@ def test_malformed_replies_are_refused(cmd, obj, needle):
 def test_requests_round_trip_and_paths_are_the_parents():
     req = P.Setup("/t/model.py", 7, "fp32", "cuda", "/t", solution=P.Solution("/t/model_new.py", "/b/x.so"), guard=True)
     assert P.request_from_wire(P.to_wire(req)) == req
-    assert P.request_from_wire(P.to_wire(P.Burst([1, 2], 3))) == P.Burst([1, 2], 3)
+    assert P.request_from_wire(P.to_wire(P.Burst(1, 2, 3))) == P.Burst(1, 2, 3)
     assert P.output_path("/io", "seed0", 0) == "/io/seed0_0.bin" and P.timed_path("/io", 5) == "/io/timed_call_5.bin"
 
 

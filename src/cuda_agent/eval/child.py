@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import random
 import stat
@@ -398,23 +399,32 @@ def _weights(st: State, seed: int, j: int, like: torch.Tensor) -> torch.Tensor:
     return w
 
 
-def _digest_row(st: State, outs: list[Any], seed: int) -> list[Any]:
-    """Per output, DIGESTS_PER_OUTPUT entries of W @ out (one GEMV launch; device values read back once
-    per burst); None entries for an output that is not a tensor."""
-    row: list[Any] = []
-    for j, t in enumerate(outs):
+def _digest_into(st: State, outs: list[Any], seed: int, row: torch.Tensor) -> None:
+    """Per output, DIGESTS_PER_OUTPUT entries of W @ out written into `row` (one GEMV launch each, no
+    host read-back); entries of an output that is not a tensor stay NaN."""
+    for j, t in enumerate(outs[: row.numel() // DIGESTS_PER_OUTPUT]):
         if not isinstance(t, torch.Tensor):
-            row += [None] * DIGESTS_PER_OUTPUT
             continue
         x = (torch.view_as_real(t) if t.is_complex() else t).reshape(-1).to(torch.float32)
-        row += list(torch.mv(_weights(st, seed, j, x), x).unbind())
-    return row
+        torch.mv(_weights(st, seed, j, x), x, out=row[DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)])
 
 
-def _to_floats(rows: list[list[Any]]) -> list[list[float | None]]:
-    flat = [d for r in rows for d in r if d is not None]
-    values = iter(torch.stack([d.double() for d in flat]).tolist() if flat else [])  # one device sync for the whole burst
-    return [[None if d is None else next(values) for d in r] for r in rows]
+def _burst_inputs(st: State, salt: int, k: int) -> Any:
+    """The burst's input sets, one at a time: the task's own get_inputs after seeding once with the salt
+    (no per-call seeding, so that drawing overlaps the device work of the calls)."""
+    _seed_all(salt)
+    for _ in range(k):
+        with st.device:
+            inputs = st.task.get_inputs()
+        yield [x.to(st.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _rows(values: torch.Tensor, n_out: int) -> list[list[float | None]]:
+    rows = values[:, : n_out * DIGESTS_PER_OUTPUT].double().tolist()  # one device sync for the whole burst
+    return [[None if math.isnan(v) else v for v in r] for r in rows]
+
+
+MAX_OUTPUTS = 16  # outputs digested per call
 
 
 def _callable(st: State, mode: str) -> Any:
@@ -436,32 +446,45 @@ def cmd_warm(st: State, req: P.Warm) -> dict[str, Any]:
 
 
 def cmd_burst(st: State, req: P.Burst) -> dict[str, Any]:
-    """All input sets drawn first, then back-to-back calls, each output digested, one sync at the end.
-    The parent's clock around this request is the trusted bound (`trusted_time`)."""
+    """k back-to-back calls, each on the next input set drawn after one seeding with the secret salt,
+    each output digested into a device buffer, one sync at the end. The parent's clock around this
+    request is the trusted bound (`trusted_time`)."""
     if st.role == "candidate" and _hijack().get("fake_digest"):  # a rewritten harness skipping the work
-        return {"digests": [[float(i)] for i in range(len(req.seeds))]}
+        return {"digests": [[float(i)] for i in range(req.k)]}
     fn = _callable(st, req.mode)
+    digests = torch.full((req.k, MAX_OUTPUTS * DIGESTS_PER_OUTPUT), float("nan"), device=st.device)
+    n_out = 0
     with torch.no_grad():
-        inputs = [make_inputs(st, s) for s in req.seeds]
-        rows = [_digest_row(st, _flatten(fn(*x)), req.weight_seed) for x in inputs]
-        return {"digests": _to_floats(rows)}
+        for i, x in enumerate(_burst_inputs(st, req.salt, req.k)):
+            outs = _flatten(fn(*x))
+            n_out = max(n_out, min(len(outs), MAX_OUTPUTS))
+            _digest_into(st, outs, req.weight_seed, digests[i])
+        return {"digests": _rows(digests, n_out)}
 
 
 def cmd_digests(st: State, req: P.Digests) -> dict[str, Any]:
-    """Reference role only: the digests of its own outputs for these seeds, and each one's tolerance
-    scale sqrt(sum((atol + rtol |ref|)^2)): an output within atol/rtol everywhere has a digest within
-    a few scales of the reference's, whatever the secret weights."""
+    """Reference role only: the digests of its own outputs for the sampled calls of a burst, and each
+    one's tolerance scale sqrt(sum((atol + rtol |ref|)^2)): an output within atol/rtol everywhere has a
+    digest within a few scales of the reference's, whatever the secret weights."""
     if st.role != "reference":
         raise PermissionError("digests run in the reference process only")
-    rows, scales = [], []
+    order = {c: i for i, c in enumerate(req.calls)}
+    digests = torch.full((len(req.calls), MAX_OUTPUTS * DIGESTS_PER_OUTPUT), float("nan"), device=st.device)
+    scales = torch.full_like(digests, float("nan"), dtype=torch.float64)
+    n_out = 0
     with torch.no_grad():
-        for s in req.seeds:
-            outs = _flatten(st.model(*make_inputs(st, s)))
-            rows.append(_digest_row(st, outs, req.weight_seed))
-            scales.append([None if not isinstance(t, torch.Tensor) else
-                           torch.linalg.vector_norm((req.atol + req.rtol * t.abs()).to(torch.float64))
-                           for t in outs for _ in range(DIGESTS_PER_OUTPUT)])
-    return {"digests": _to_floats(rows), "scales": _to_floats(scales)}
+        for i, x in enumerate(_burst_inputs(st, req.salt, max(order) + 1 if order else 0)):
+            if i not in order:
+                continue  # drawn all the same: the draws must follow the candidate's sequence
+            outs = _flatten(st.model(*x))
+            row = order[i]
+            n_out = max(n_out, min(len(outs), MAX_OUTPUTS))
+            _digest_into(st, outs, req.weight_seed, digests[row])
+            for j, t in enumerate(outs[:MAX_OUTPUTS]):
+                if isinstance(t, torch.Tensor):
+                    scale = torch.linalg.vector_norm((req.atol + req.rtol * t.abs()).to(torch.float64))
+                    scales[row, DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)] = scale
+    return {"digests": _rows(digests, n_out), "scales": _rows(scales, n_out)}
 
 
 def cmd_controls(st: State, req: P.Controls) -> dict[str, Any]:

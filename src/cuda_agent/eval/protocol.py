@@ -94,11 +94,12 @@ class Time:
 
 @dataclass(frozen=True)
 class Burst:
-    """All k input sets drawn, then back-to-back calls, each output reduced to digests under secret
-    weights (`trusted_time`). mode "model": the model as loaded; "compiled" (reference): torch.compile
-    of it, warmed up by `Warm` first."""
+    """k back-to-back calls, each on the next input set the task draws after seeding once with the
+    secret `salt`, each output reduced to digests under secret weights (`trusted_time`). mode
+    "model": the model as loaded; "compiled" (reference): torch.compile of it, warmed up by `Warm`."""
 
-    seeds: list[int]
+    salt: int
+    k: int
     weight_seed: int
     mode: str = "model"
     cmd: str = "burst"
@@ -115,9 +116,11 @@ class Warm:
 
 @dataclass(frozen=True)
 class Digests:
-    """Reference: digests of its own outputs for these seeds, and the tolerance scale of each."""
+    """Reference: digests of its own outputs for calls `calls` of the burst (salt, weights), and the
+    tolerance scale of each."""
 
-    seeds: list[int]
+    salt: int
+    calls: list[int]
     weight_seed: int
     atol: float
     rtol: float

@@ -5,11 +5,14 @@ in that process (native code through pybind11, or Python that slipped past the s
 can rewrite the harness there and report any number. The reward needs times the candidate
 cannot forge, yet events inside the process are the only precise device clock.
 
-The bound (a "burst"): the parent sends a child k input seeds and a secret weight seed in one
-request and measures, on its own clock, how long the reply takes. Inside, the child draws all k
-input sets, then calls the model on each back to back, reducing each output to two digests
-(a product with a secret standard-normal weight matrix, one GEMV launch), and synchronizes once
-at the end. The candidate's bursts run right after its timing, while the GPU is its alone; the
+The bound (a "burst"): the parent sends a child a secret salt, k and a secret weight seed in one
+request and measures, on its own clock, how long the reply takes. Inside, the child seeds the
+task's random generators once with the salt and then, k times, draws the task's next input set
+and calls the model on it, reducing each output to two digests (a product with a secret
+standard-normal weight matrix, one GEMV launch into a device buffer), and synchronizes once at
+the end. Drawing inside the loop keeps it device-bound: the host draws the next set while the
+device runs the last call (a first version drew every set with its own seeding first and spent
+0.2-0.5 ms per call of host work on the H200, which hid the calls it meant to time). The candidate's bursts run right after its timing, while the GPU is its alone; the
 trusted reference child runs the same loop for eager PyTorch and for torch.compile (warmed up
 first), with the same request shape, timed by the same parent clock. b = seconds / k is a
 burst's per-call time; the fastest of `BURSTS` bursts counts (scheduling noise only adds time).
@@ -30,7 +33,7 @@ loop only dilutes differences, so a burst never confirms more than the device ti
 
 What a candidate that fully controls its process can and cannot do:
 - It cannot make the parent's clock run slower, and it cannot skip or precompute the work of a
-  burst: the inputs come from seeds it sees only inside the timed request, the weights are
+  burst: the inputs come from a salt it sees only inside the timed request, the weights are
   secret until then, and a sampled digest that is off makes it incorrect. Skipping a fraction f
   of the calls goes unnoticed with probability about (1 - 0.99 f) ** SAMPLE.
 - It can claim a milestone its true time misses only where its burst is within TOL of the
@@ -53,6 +56,7 @@ from dataclasses import dataclass
 
 from cuda_agent.eval.reward import clearly_faster
 
+PROTOCOL = "burst-v3"  # changes whenever a burst's per-call time changes meaning: part of the cache key
 TARGET_MS = 10.0  # a burst lasts about this long (pipe and wake-up jitter is ~0.1 ms)
 K_MIN, K_MAX = 4, 400
 BURST_BYTES = 4 << 30  # all k input sets live at once: at most this much
