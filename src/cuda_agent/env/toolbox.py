@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.agent.files import FileTools, ToolFailure
-from cuda_agent.agent.sandbox import BashSession
+from cuda_agent.env.files import FileTools, ToolFailure
+from cuda_agent.env.shell import Shell, ShellFactory, make_shell
 from cuda_agent.eval.result import EvalResult
 from cuda_agent.task.workspace import read_agent_sources
 
@@ -133,10 +133,10 @@ def check_arguments(name: str, raw: str | dict | None) -> dict[str, Any]:
 
 class Toolbox:
     def __init__(self, workspace: str | Path, *, evaluator: Evaluator | None = None, render: Renderer | None = None,
-                 shell: BashSession | None = None, bash_timeout_s: float = 180.0):
+                 shell: Shell | None = None, shell_factory: ShellFactory | None = None, bash_timeout_s: float = 180.0):
         self.workspace = Path(workspace).resolve()
         self.files = FileTools(self.workspace)
-        self.shell = shell or BashSession(self.workspace, timeout_s=bash_timeout_s)
+        self.shell = shell or make_shell(self.workspace, bash_timeout_s, shell_factory)
         self._evaluator = evaluator
         self._render = render
 
@@ -181,10 +181,14 @@ class Toolbox:
         raise AssertionError(f"tool {name} has a schema but no implementation")
 
     def _evaluate(self, phase: str) -> Observation:
+        return self.evaluate_at(self.workspace, phase)
+
+    def evaluate_at(self, workspace: Path, phase: str) -> Observation:
+        """Evaluate the agent files of `workspace` (this one, or a copy) and describe the result."""
         # Snapshot first: what is kept as "best" must be what was evaluated.
-        sources = read_agent_sources(self.workspace)
+        sources = read_agent_sources(workspace)
         try:
-            result = self._evaluate_fn()(self.workspace, phase)
+            result = self._evaluate_fn()(workspace, phase)
             text = self._render_fn()(result)
         except Exception as e:  # noqa: BLE001 - a harness bug must not end a long episode; it is logged as such
             return Observation(f"internal error of the evaluator (not your fault, not scored): {type(e).__name__}: {e}",
