@@ -8,6 +8,9 @@ num_gpus=0. Jobs travel as task + source snapshot (`jobs.portable`). For a
 workspace job past the compile phase, a compile-only task runs first and its
 object ref is an argument of the GPU task: Ray starts the GPU task after it,
 and a candidate that failed to compile never holds a GPU for long.
+With `gpu_resource` set (RL: verl owns Ray's GPUs), GPU phases request one unit
+of that custom resource instead of num_gpus=1 and lease a node-local GPU
+(`gpu_lease`).
 Not guaranteed: across machines the compile-ahead helps only when
 CUDA_AGENT_CACHE is on a shared filesystem; cuda-agent must be installed on
 every node; `close()` leaves the cluster (and ray.init) to the caller.
@@ -20,11 +23,13 @@ from concurrent.futures import Future
 from typing import Any
 
 from cuda_agent.eval.result import EvalResult
+from cuda_agent.pool.gpu_lease import run_leased
 from cuda_agent.pool.jobs import EvalJob, HarnessError, portable, run_gated
 
 
 class RayPool:
-    def __init__(self, address: str | None = None, *, compile_ahead: bool = True, **init_kwargs: Any):
+    def __init__(self, address: str | None = None, *, compile_ahead: bool = True, gpu_resource: str | None = None,
+                 **init_kwargs: Any):
         try:
             import ray
         except ImportError:
@@ -33,10 +38,14 @@ class RayPool:
         if not ray.is_initialized():
             ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, **init_kwargs)
         self.compile_ahead = compile_ahead
+        self.gpu_resource = gpu_resource
         self._fn = ray.remote(run_gated)
+        self._leased = ray.remote(run_leased)
 
     def _opts(self, job: EvalJob) -> Any:
         gpu = job.config.device == "cuda" and job.phase != "compile"
+        if gpu and self.gpu_resource:
+            return self._leased.options(num_gpus=0, num_cpus=1, resources={self.gpu_resource: 1}, max_retries=0)
         return self._fn.options(num_gpus=1 if gpu else 0, num_cpus=1, max_retries=0)
 
     def submit(self, job: EvalJob) -> Future[EvalResult]:
