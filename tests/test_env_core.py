@@ -99,7 +99,8 @@ def test_malformed_calls_are_observations(env_of):
     texts = [o.message["content"] for o in r.observations]
     assert "not valid JSON" in texts[0] and "<tool_call>" in texts[0] and not r.observations[0].ok
     assert "torch.relu" in texts[1]
-    assert "unknown tool 'frobnicate'" in texts[2] and env.counts["malformed"] == 1
+    assert "unknown tool 'frobnicate'" in texts[2] and env.counts["malformed"] == 2 and env.calls == 3
+    assert [o.malformed for o in r.observations] == [True, False, True]
 
 
 def test_no_tool_nudges_then_ends(env_of):

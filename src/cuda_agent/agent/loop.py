@@ -167,7 +167,8 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
                 if o.nudge:
                     add(o.message, nudge=True)
                 else:
-                    add(o.message, name=o.name, ok=o.ok, elapsed_s=round(o.elapsed_s, 3))
+                    extra = {"malformed": True} if o.malformed else {}
+                    add(o.message, name=o.name, ok=o.ok, elapsed_s=round(o.elapsed_s, 3), **extra)
             reason = step.reason or ""
             if progress:
                 progress({"turn": turn, "usage": dict(usage), "calls": [c.name for c in comp.tool_calls],

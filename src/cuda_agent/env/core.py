@@ -22,7 +22,8 @@ Contract:
 - `settle()` gives the final reward; a best candidate that was verified but
   never profiled is profiled first (from its kept snapshot), so a trainer's
   reward is always a timed one when a correct candidate exists.
-- `counts` holds the tool calls made per tool name; `turns` the steps taken.
+- `counts` holds the tool calls made per tool name, and under "malformed" the
+  calls that could not be used at all; `calls` all calls; `turns` the steps taken.
 Not guaranteed: limits on tokens, wall time or context (drivers own them and end
 an episode with `finish_as`); isolation of the shell (see `shell`).
 """
@@ -78,6 +79,7 @@ class StepObservation:
     eval: EvalEvent | None = None
     error: str | None = None  # traceback of a harness bug
     nudge: bool = False
+    malformed: bool = False  # unreadable call, unknown tool or bad arguments (the RFT filter rejects these)
 
 
 @dataclass
@@ -116,6 +118,7 @@ class Environment:
     render: Renderer | None = None
     shell_factory: ShellFactory | None = None  # see env.shell: the seam for the sandbox's move
     turns: int = 0
+    calls: int = 0
     counts: Counter[str] = field(default_factory=Counter)
     best: best_mod.Best | None = None
     done: bool = False
@@ -173,9 +176,13 @@ class Environment:
         self._no_tool = 0
         finished = False
         for call in calls:
-            self.counts[call.name or "malformed"] += 1
-            o = (Observation(f"error: {call.error}. {FIX_CALL}", ok=False) if call.error
+            self.calls += 1
+            if call.name:
+                self.counts[call.name] += 1
+            o = (Observation(f"error: {call.error}. {FIX_CALL}", ok=False, malformed=True) if call.error
                  else box.call(call.name, call.arguments))
+            if o.malformed:
+                self.counts["malformed"] += 1
             obs.append(self._observe(call, o))
             finished |= o.finished
         if finished:
@@ -195,7 +202,7 @@ class Environment:
             event = EvalEvent(call.id, o.phase, o.result, improved)
             text += "\n" + best_mod.summary_line(self.best, improved)
         msg = {"role": "tool", "tool_call_id": call.id, "content": text}
-        return StepObservation(msg, call.name, o.ok, o.elapsed_s, event, o.error)
+        return StepObservation(msg, call.name, o.ok, o.elapsed_s, event, o.error, malformed=o.malformed)
 
     def _end(self, reason: str, obs: list[StepObservation]) -> StepResult:
         self.done, self.reason = True, reason

@@ -96,6 +96,7 @@ class Observation:
     finished: bool = False
     error: str | None = None  # traceback of a harness bug, for the trajectory
     elapsed_s: float = 0.0
+    malformed: bool = False  # the call itself was unusable (unknown tool, bad arguments), not a tool failure
 
 
 def _usage(name: str) -> str:
@@ -147,9 +148,13 @@ class Toolbox:
         t0 = time.monotonic()
         try:
             args = check_arguments(name, raw_arguments)
-            obs = self._dispatch(name, args)
         except ToolFailure as e:
-            obs = Observation(f"error: {e}", ok=False)
+            obs = Observation(f"error: {e}", ok=False, malformed=True)
+        else:
+            try:
+                obs = self._dispatch(name, args)
+            except ToolFailure as e:
+                obs = Observation(f"error: {e}", ok=False)
         obs.elapsed_s = time.monotonic() - t0
         return obs
 

@@ -160,7 +160,7 @@ def _metrics(env: Environment, s: Stream, reward: float, reason: str, timer: dic
     r = env.best.result if env.best else None
     m = {
         "turns": env.turns,
-        "tool_calls": sum(env.counts.values()),
+        "tool_calls": env.calls,
         "compile_calls": env.counts["compile"],
         "verify_calls": env.counts["verify"],
         "profile_calls": env.counts["profile"],
