@@ -30,6 +30,7 @@ VERBS: dict[str, str] = {
     "tasks": "cuda_agent.cli.cmd_tasks",
     "bench": "cuda_agent.cli.cmd_bench",
     "report": "cuda_agent.cli.cmd_report",
+    "rl": "cuda_agent.cli.cmd_rl",
 }
 
 
