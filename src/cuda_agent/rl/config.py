@@ -104,7 +104,10 @@ def overrides(stage: str, *, model: str, train: str, val: str | None, cluster: C
         f"critic.model.path={model}", f"critic.optim.lr={p['critic_lr']}", f"critic.ppo_mini_batch_size={b}",
         "critic.use_dynamic_bsz=true", f"critic.ppo_max_token_len_per_gpu={ctx}",
         f"trainer.total_training_steps={total}", "trainer.val_before_train=false", "trainer.test_freq=-1",
-        "trainer.save_freq=25", f"trainer.critic_warmup={total if stage == 'vp' else 0}"]
+        "trainer.save_freq=25", f"trainer.critic_warmup={total if stage == 'vp' else 0}",
+        # Hugging Face weights in every checkpoint: the next stage (and vLLM for collection) starts from them
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+        "critic.checkpoint.save_contents=[model,optimizer,extra,hf_model]"]
     if loops:
         out.append(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}")
     if stage == "warmup":
