@@ -168,3 +168,26 @@ def test_our_gae_matches_verls():
     _, vr2 = compute_gae_advantage_return(torch.tensor([lost]), torch.zeros(1, len(mask)), torch.tensor([mask]).float(),
                                           torch.tensor(1.0), torch.tensor(0.95))
     assert all(x == 0 for x in a2) and all(vr2[0, i].item() == 0 for i, m in enumerate(mask) if m)
+
+
+def test_loops_are_built_from_the_registry_yaml_as_verl_does(tok, pool, tmp_path):
+    import hydra
+    import yaml
+
+    from cuda_agent.rl.config import agent_loops
+
+    (tmp_path / "loops.yaml").write_text(yaml.safe_dump(agent_loops(max_turns=2)))
+    entry = OmegaConf.load(tmp_path / "loops.yaml")[0]
+    assert entry.name == "cuda_agent"
+    server = ScriptedServer(tok, [hermes("glob", {"pattern": "*"})] * 5)
+    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 8192, "response_length": 4096}}, "data": {}})
+
+    async def go():
+        agent = hydra.utils.instantiate(config=entry, trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=tok,
+                                        processor=None, hf_model_type="qwen2", dataset_cls=None,
+                                        data_config=DictConfigWrap(cfg.data), tools=None)
+        return agent, await agent.run({}, **ROW)
+
+    agent, out = asyncio.run(go())
+    assert isinstance(agent, CudaAgentLoop) and agent.rollout.max_turns == 2  # the YAML's extra key arrived
+    assert len(server.sampled) == 2 and out.extra_fields["reward_extra_info"]["turns"] == 2
