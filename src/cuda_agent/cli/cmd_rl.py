@@ -53,7 +53,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--stage", choices=STAGES, required=True)
     s.add_argument("--config", required=True, metavar="YAML", help="written by `rl config`")
     s.add_argument("--ray-address", default=None, help="join this Ray cluster (PPO stages)")
-    s.add_argument("--eval-resource", default="eval_gpu", help="custom Ray resource of the evaluation GPUs")
     s.add_argument("--nnodes", type=int, default=1, help="SFT: nodes")
     s.add_argument("--gpus-per-node", type=int, default=8, help="SFT: processes per node")
     s.add_argument("--node-rank", type=int, default=0, help="SFT: this node's rank")
@@ -134,9 +133,9 @@ def _train(args: argparse.Namespace) -> int:
                        node_rank=args.node_rank, master_addr=args.master_addr)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    env = environment(args.ray_address, args.eval_resource)
+    env = environment(args.ray_address)
     if args.dry_run:
-        print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join(argv))
+        print(" ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join(argv)]))
         return 0
     _need_verl()
     return launch(argv, env)

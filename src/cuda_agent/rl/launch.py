@@ -7,10 +7,11 @@ starts Ray, or joins the cluster named by RAY_ADDRESS); the SFT stage runs verl'
 `sft_trainer` under torchrun (one process per training GPU; several nodes need
 --nnodes, --node-rank and --master-addr on every node). `environment(...)` is
 what the process needs on top of the caller's environment: RAY_ADDRESS for a
-cluster, and CUDA_AGENT_EVAL_RESOURCE, the custom Ray resource the evaluation
-pool requests per GPU job. `run` executes the command and returns its exit code.
-Not guaranteed: that the cluster was started with that resource; docs/training.md
-shows the `ray start` lines.
+cluster. `run` executes the command and returns its exit code.
+Not guaranteed: that the cluster offers the evaluation resource. Ray workers take
+their environment from their node's `ray start`, so the resource name
+(CUDA_AGENT_EVAL_RESOURCE, default "eval_gpu") and the evaluation GPU ids
+(CUDA_AGENT_EVAL_GPUS) belong there; docs/training.md shows the lines.
 """
 
 from __future__ import annotations
@@ -35,11 +36,8 @@ def command(stage: str, config: str | Path, *, nnodes: int = 1, gpus_per_node: i
     return [sys.executable, "-m", "torch.distributed.run", *dist, "-m", "verl.trainer.sft_trainer", *where]
 
 
-def environment(ray_address: str | None = None, eval_resource: str = "eval_gpu") -> dict[str, str]:
-    env = {"CUDA_AGENT_EVAL_RESOURCE": eval_resource}
-    if ray_address:
-        env["RAY_ADDRESS"] = ray_address
-    return env
+def environment(ray_address: str | None = None) -> dict[str, str]:
+    return {"RAY_ADDRESS": ray_address} if ray_address else {}
 
 
 def run(argv: list[str], extra_env: dict[str, str]) -> int:
