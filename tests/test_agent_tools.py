@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from cuda_agent.agent.toolbox import Toolbox, check_arguments
+from cuda_agent.env.toolbox import Toolbox, check_arguments
 from cuda_agent.eval.result import EvalResult, Status
 from cuda_agent.sandbox.shell import BashSession, isolation_level
 from cuda_agent.task.taskfile import Task
@@ -38,7 +38,8 @@ def ws(tmp_path):
 
 @pytest.fixture
 def box(ws):
-    t = Toolbox(ws, evaluator=lambda w, phase: EvalResult(Status.OK, 1, True, message=f"{phase} fine"), bash_timeout_s=5)
+    t = Toolbox(ws, evaluator=lambda w, phase: EvalResult(Status.OK, 1, True, message=f"{phase} fine"), bash_timeout_s=5,
+                shell_factory=BashSession)
     yield t
     t.close()
 
@@ -176,7 +177,7 @@ def test_evaluator_bug_is_an_observation_not_a_crash(ws):
     def broken(w, phase):
         raise RuntimeError("harness bug")
 
-    t = Toolbox(ws, evaluator=broken)
+    t = Toolbox(ws, evaluator=broken, shell_factory=BashSession)
     try:
         obs = t.call("verify", {})
         assert not obs.ok and "internal error" in obs.text and "RuntimeError" in obs.error and obs.result is None

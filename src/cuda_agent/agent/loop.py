@@ -1,21 +1,20 @@
-"""The ReAct loop: ask the model, run its tool calls, log everything, keep the best.
+"""The `optimize` driver: the environment core (cuda_agent.env) over a chat API.
 
 Contract of `run_episode`:
-- Creates RUN_DIR/workspace (via `init_workspace`) and RUN_DIR/trajectory.jsonl,
-  and appends one record per step (see `trajectory`). RUN_DIR/best/ always holds
-  the best correct candidate evaluated so far (see `best`), not the last one.
-- Ends cleanly, with an end record and the best candidate kept, on: finish
-  ("finished"), the turn limit ("max_turns"), the total-token limit
-  ("max_tokens"), the wall-time limit ("max_wall", checked between turns, so an
-  evaluation in progress is not cut), a context that cannot be made to fit
-  ("context_full"), `max_no_tool` replies in a row without a tool call
-  ("no_tool_call"), or an endpoint failure after retries ("llm_error"; the
-  summary carries the message).
-- Policy for a reply without a tool call: the model gets a nudge message and
-  another turn; the run ends after `max_no_tool` such replies in a row.
-- Every tool call gets a tool message back, also malformed ones (bad JSON,
-  unknown tool, bad arguments): the observation says how to fix the call.
-- The final reward is the reward of the best candidate, -1 when there is none.
+- Creates RUN_DIR/workspace and RUN_DIR/trajectory.jsonl through the environment
+  and appends one record per event (see `trajectory`). RUN_DIR/best/ always holds
+  the best correct candidate evaluated so far (env.best), not the last one.
+- Ends cleanly, with an end record and the best candidate kept, on the
+  environment's reasons, finish ("finished"), the turn limit ("max_turns") and
+  `max_no_tool` replies in a row without a tool call ("no_tool_call"), and on
+  this driver's own: the total-token limit ("max_tokens"), the wall-time limit
+  ("max_wall", checked between turns, so an evaluation in progress is not cut),
+  a context that cannot be made to fit ("context_full"), or an endpoint failure
+  after retries ("llm_error"; the summary carries the message).
+- The driver owns what only a chat API needs: token accounting and context
+  elision (`context`); the log keeps the unelided conversation. A training
+  token stream never elides, so elision stays here and not in the environment.
+- The final reward is the environment's: the best candidate's, -1 when none.
 
 Not guaranteed: a harness bug inside the evaluator is reported to the model and
 logged as a "harness_error" note, not raised; a crash of this process leaves a
@@ -33,16 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent import __version__
-from cuda_agent.agent import best as best_mod
 from cuda_agent.agent.context import ContextManager
-from cuda_agent.agent.prompt import NUDGE_CUT_OFF, NUDGE_NO_TOOL, system_prompt, task_message
-from cuda_agent.agent.toolbox import Evaluator, Observation, Renderer, Toolbox
 from cuda_agent.agent.trajectory import TrajectoryWriter
+from cuda_agent.env import best as best_mod
+from cuda_agent.env.core import EnvConfig, Environment, fix_call_ids
+from cuda_agent.env.shell import ShellFactory
+from cuda_agent.env.toolbox import Evaluator, Renderer
 from cuda_agent.llm.client import ChatClient, Completion, LLMError
-from cuda_agent.llm.textcalls import new_call_id
-from cuda_agent.sandbox.shell import cut_middle
 from cuda_agent.task.taskfile import Task
-from cuda_agent.task.workspace import init_workspace
 
 
 @dataclass
@@ -55,6 +52,10 @@ class AgentConfig:
     max_no_tool: int = 3
     bash_timeout_s: float = 180.0
     max_observation_chars: int = 30000
+
+    def env_config(self) -> EnvConfig:
+        return EnvConfig(max_turns=self.max_turns, max_no_tool=self.max_no_tool, bash_timeout_s=self.bash_timeout_s,
+                         max_observation_chars=self.max_observation_chars)
 
 
 @dataclass
@@ -81,38 +82,35 @@ def _usage_of(c: Completion, messages: list[dict[str, Any]], ctx: ContextManager
 def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: AgentConfig | None = None, *,
                 evaluator: Evaluator | None = None, render: Renderer | None = None,
                 progress: Callable[[dict[str, Any]], None] | None = None,
-                header_extra: dict[str, Any] | None = None) -> RunSummary:
+                header_extra: dict[str, Any] | None = None, shell_factory: ShellFactory | None = None) -> RunSummary:
     cfg = config or AgentConfig()
     run = Path(run_dir)
-    run.mkdir(parents=True, exist_ok=True)
-    ws = init_workspace(task, run / "workspace")
-    tools = Toolbox(ws, evaluator=evaluator, render=render, bash_timeout_s=cfg.bash_timeout_s)
-    schemas = tools.schemas()
+    env = Environment(cfg.env_config(), evaluator=evaluator, render=render, shell_factory=shell_factory)
+    start = env.reset(task, run)
+    schemas = start.tools
     ctx = ContextManager(cfg.context_tokens, cfg.reply_reserve_tokens, tools_chars=len(json.dumps(schemas)))
     header = {
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "cuda_agent": __version__,
         "task": {"name": task.name, "hash": task.hash, "path": str(task.path) if task.path else None, "source": task.source},
-        "workspace": str(ws),
+        "workspace": str(start.workspace),
         "model": client.config.model,
         "base_url": client.config.base_url,  # never the key
         "tool_mode": client.config.tool_mode,
         "config": asdict(cfg),
-        "sandbox": tools.shell.level,
+        "sandbox": env.shell_level,
         "tools": schemas,
         **(header_extra or {}),
     }
     log = TrajectoryWriter(run / "trajectory.jsonl", header)
     t0 = time.monotonic()
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt()},
-                                      {"role": "user", "content": task_message(ws)}]
+    messages = start.messages
     for m in messages:
         log.message(m, 0)
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    best: best_mod.Best | None = None
-    turn, no_tool, switches_seen, retries_seen = 0, 0, 0, 0
+    turn, switches_seen, retries_seen = 0, 0, 0
     reason, error = "", None
-    notes = [tools.shell.note] if tools.shell.level != "full" else []
+    notes = [env.shell_note] if env.shell_level != "full" else []
 
     def add(msg: dict[str, Any], **meta: Any) -> None:
         messages.append(msg)
@@ -120,12 +118,12 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
 
     try:
         while not reason:
-            if turn >= cfg.max_turns:
-                reason = "max_turns"
-            elif cfg.max_total_tokens is not None and usage["total_tokens"] >= cfg.max_total_tokens:
+            if cfg.max_total_tokens is not None and usage["total_tokens"] >= cfg.max_total_tokens:
                 reason = "max_tokens"
             elif cfg.max_wall_s is not None and time.monotonic() - t0 >= cfg.max_wall_s:
                 reason = "max_wall"
+            elif turn >= cfg.max_turns:
+                reason = "max_turns"
             if reason:
                 break
             elided = ctx.fit(messages)
@@ -155,62 +153,34 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
                 ctx.calibrate(messages, u["prompt_tokens"])
             for k in usage:
                 usage[k] += u[k]
-            seen_ids: set[str] = set()
-            for c in comp.tool_calls:  # some servers send empty or repeated ids; replies must match them
-                if not c.id or c.id in seen_ids:
-                    c.id = new_call_id()
-                seen_ids.add(c.id)
-            add(comp.to_message(), usage=u, usage_estimated=estimated, latency_s=round(comp.latency_s, 3),
-                attempts=comp.attempts, finish_reason=comp.finish_reason, reasoning=comp.reasoning,
-                via_text=comp.via_text, mode=client.mode)
-            if not comp.tool_calls:
-                no_tool += 1
-                if no_tool >= cfg.max_no_tool:
-                    reason = "no_tool_call"
-                    break
-                add({"role": "user", "content": NUDGE_CUT_OFF if comp.finish_reason == "length" else NUDGE_NO_TOOL}, nudge=True)
-                continue
-            no_tool = 0
-            for call in comp.tool_calls:
-                if call.error:
-                    obs = Observation(f"error: {call.error}. Write each call as "
-                                      '<tool_call>{"name": "...", "arguments": {...}}</tool_call>', ok=False)
+            msg = comp.to_message()
+            fix_call_ids(msg, comp.tool_calls)  # before logging: the log must show the ids the replies use
+            add(msg, usage=u, usage_estimated=estimated, latency_s=round(comp.latency_s, 3), attempts=comp.attempts,
+                finish_reason=comp.finish_reason, reasoning=comp.reasoning, via_text=comp.via_text, mode=client.mode)
+            step = env.step(msg, comp.tool_calls, comp.finish_reason)
+            for o in step.observations:
+                if o.error:
+                    log.note("harness_error", turn, tool=o.name, traceback=o.error)
+                if o.eval:
+                    log.evaluation(turn, o.eval.call_id, o.eval.phase, o.eval.result, o.eval.improved)
+                if o.nudge:
+                    add(o.message, nudge=True)
                 else:
-                    obs = tools.call(call.name, call.arguments)
-                text = cut_middle(obs.text, cfg.max_observation_chars)
-                if obs.error:
-                    log.note("harness_error", turn, tool=call.name, traceback=obs.error)
-                if obs.result is not None and obs.phase:
-                    improved = best_mod.better(obs.result, best)
-                    if improved:
-                        best = best_mod.Best(obs.result, obs.sources or {}, turn)
-                        best_mod.save(run / "best", best)
-                    log.evaluation(turn, call.id, obs.phase, obs.result, improved)
-                    text += "\n" + _best_line(best, improved)
-                add({"role": "tool", "tool_call_id": call.id, "content": text}, name=call.name, ok=obs.ok,
-                    elapsed_s=round(obs.elapsed_s, 3))
-                if obs.finished:
-                    reason = "finished"
+                    extra = {"malformed": True} if o.malformed else {}
+                    add(o.message, name=o.name, ok=o.ok, elapsed_s=round(o.elapsed_s, 3), **extra)
+            reason = step.reason or ""
             if progress:
                 progress({"turn": turn, "usage": dict(usage), "calls": [c.name for c in comp.tool_calls],
-                          "best": best.result if best else None})
+                          "best": env.best.result if env.best else None})
     except KeyboardInterrupt:
         reason = "interrupted"
         raise
     finally:
         wall = time.monotonic() - t0
-        reward = best.result.reward if best else -1
+        reward = env.finish_as(reason or "crashed")
+        best = env.best
         log.end(reason=reason or "crashed", error=error, turns=turn, usage=usage, reward=reward,
                 best_turn=best.turn if best else None, wall_s=round(wall, 3), tool_mode=client.mode)
         log.close()
-        tools.close()
+        env.close()
     return RunSummary(run, reason, turn, usage, best, reward, wall, error, notes)
-
-
-def _best_line(best: best_mod.Best | None, improved: bool) -> str:
-    if best is None:
-        return "best so far: none (no correct candidate yet)"
-    r = best.result
-    sp = ", ".join(f"{v:.2f}x vs {k}" for k, v in (("eager", r.speedup_vs_eager), ("torch.compile", r.speedup_vs_compile)) if v)
-    head = "new best, kept" if improved else f"best so far: turn {best.turn}"
-    return f"{head} (reward {r.reward}{', ' + sp if sp else ''})"

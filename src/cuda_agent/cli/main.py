@@ -31,6 +31,7 @@ VERBS: dict[str, str] = {
     "bench": "cuda_agent.cli.cmd_bench",
     "report": "cuda_agent.cli.cmd_report",
     "synth": "cuda_agent.cli.cmd_synth",
+    "rl": "cuda_agent.cli.cmd_rl",
 }
 
 

@@ -129,7 +129,7 @@ class ChatClient:
                 resp = self._request(messages, tools)
                 if not getattr(resp, "choices", None):
                     raise LLMError("empty", "the server returned no choices")
-                out = self._parse(resp)
+                out = self._parse(resp, tools)
                 out.attempts, out.latency_s = attempt, time.monotonic() - t0
                 return out
             except openai.BadRequestError as e:
@@ -156,14 +156,14 @@ class ChatClient:
                 self.retries_log.append(f"attempt {attempt}: {text}; retrying in {delay:.1f}s")
                 self.sleep(delay)
 
-    def _parse(self, resp: Any) -> Completion:
+    def _parse(self, resp: Any, tools: list[dict[str, Any]]) -> Completion:
         choice = resp.choices[0]
         msg = choice.message
         content = msg.content or ""
         calls = [ToolCall(tc.id or "", tc.function.name, tc.function.arguments or "{}") for tc in (msg.tool_calls or [])]
         via_text = False
         if not calls and has_text_calls(content):
-            calls, via_text = parse_text_calls(content), True
+            calls, via_text = parse_text_calls(content, tools), True
             if self.config.tool_mode == "auto":
                 self._switch_to_text("reply carried <tool_call> blocks in its text")
         # vLLM and SGLang reasoning parsers put the thinking in `reasoning_content`.

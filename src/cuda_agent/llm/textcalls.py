@@ -1,16 +1,23 @@
-"""Tool calls written in the reply text, for servers that have no tool-call parser.
+"""Tool calls written in the reply text: the one parser for every caller.
 
-Qwen- and Hermes-style chat models write a call as
-`<tool_call>{"name": "...", "arguments": {...}}</tool_call>` in plain text.
-This module (a) finds such blocks in a reply, (b) describes the tools in the
-system prompt when the server is driven in text mode, and (c) rewrites a
+Open chat models write a call in their text in one of two forms:
+- Hermes style (Qwen2.5, many others): `<tool_call>{"name": "...", "arguments": {...}}</tool_call>`;
+- Qwen3-Coder's XML style: `<tool_call><function=NAME><parameter=KEY>value</parameter>...</function></tool_call>`.
+This module (a) finds such blocks in a reply, for the chat client's text mode and
+for the RL rollout that decodes sampled tokens itself, (b) describes the tools in
+the system prompt when a server is driven in text mode, and (c) rewrites a
 conversation held in the native OpenAI form (assistant `tool_calls`, `tool`
 messages) into plain text messages such a server's chat template accepts.
 
-Contract: `parse_text_calls` never raises; a block that is not valid JSON or has
-no name comes back as a `ToolCall` with `error` set, so the agent can tell the
-model what to fix. Not guaranteed: other text formats (e.g. XML `<function=...>`
-parameters) are not recognised.
+Contract: `parse_text_calls` never raises; a block that cannot be read (bad JSON,
+no name, an unclosed XML element) comes back as a `ToolCall` with `error` set, so
+the caller can tell the model what to fix. Arguments always come back as JSON
+text. XML parameter values are text; with the tool schemas given, a parameter
+declared integer, number, boolean, array or object is decoded as JSON (a value
+that does not decode stays text and the tool's argument check reports it).
+Not guaranteed: other formats (e.g. Llama's `<|python_tag|>`, Mistral's
+`[TOOL_CALLS]`) are not recognised; a `<tool_call>` written inside a code block
+counts as a call.
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ OPEN, CLOSE = "<tool_call>", "</tool_call>"
 # A block may lack its closing tag when the server stopped on the tag as a stop
 # word; such a block runs to the end of the reply.
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
+_XML_FUNCTION = re.compile(r"<function=([^>\n]*)>(.*?)(?:</function>|\Z)", re.DOTALL)
+_XML_PARAM = re.compile(r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|\Z)", re.DOTALL)
+_NON_TEXT = ("integer", "number", "boolean", "array", "object")
 
 
 @dataclass
@@ -46,26 +56,62 @@ def has_text_calls(text: str | None) -> bool:
     return bool(text) and OPEN in text  # type: ignore[operator]
 
 
-def parse_text_calls(text: str) -> list[ToolCall]:
+def parse_text_calls(text: str, tools: list[dict[str, Any]] | None = None) -> list[ToolCall]:
+    """Every `<tool_call>` block of `text`, in order, Hermes JSON or Qwen3-Coder XML."""
     calls: list[ToolCall] = []
     for m in _BLOCK.finditer(text):
         body = m.group(1).strip()
-        # Some models wrap the JSON in a code fence inside the block.
-        if body.startswith("```"):
-            body = body.strip("`").removeprefix("json").strip()
-        try:
-            obj = json.loads(body)
-        except json.JSONDecodeError as e:
-            calls.append(ToolCall(new_call_id(), "", body, error=f"the <tool_call> block is not valid JSON ({e.msg} at char {e.pos})"))
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-            calls.append(ToolCall(new_call_id(), "", body, error='the <tool_call> block must be a JSON object with a string "name"'))
-            continue
-        args = obj.get("arguments", obj.get("parameters", {}))
-        # Arguments may arrive as an object or as a JSON string; keep JSON text either way.
-        arg_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        calls.append(ToolCall(new_call_id(), obj["name"], arg_text))
+        if body.startswith("<function="):
+            calls.append(_parse_xml(body, _param_types(tools)))
+        else:
+            calls.append(_parse_json(body))
     return calls
+
+
+def _parse_json(body: str) -> ToolCall:
+    # Some models wrap the JSON in a code fence inside the block.
+    if body.startswith("```"):
+        body = body.strip("`").removeprefix("json").strip()
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError as e:
+        return ToolCall(new_call_id(), "", body, error=f"the <tool_call> block is not valid JSON ({e.msg} at char {e.pos})")
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return ToolCall(new_call_id(), "", body, error='the <tool_call> block must be a JSON object with a string "name"')
+    args = obj.get("arguments", obj.get("parameters", {}))
+    # Arguments may arrive as an object or as a JSON string; keep JSON text either way.
+    arg_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    return ToolCall(new_call_id(), obj["name"], arg_text)
+
+
+def _parse_xml(body: str, types: dict[str, dict[str, str]]) -> ToolCall:
+    fm = _XML_FUNCTION.match(body)
+    name = fm.group(1).strip() if fm else ""
+    if not fm or not name:
+        return ToolCall(new_call_id(), "", body, error="the <function=NAME> element of the <tool_call> block has no name")
+    if not fm.group(0).endswith("</function>"):
+        return ToolCall(new_call_id(), name, body, error=f"the <function={name}> element is not closed with </function>")
+    args: dict[str, Any] = {}
+    for pm in _XML_PARAM.finditer(fm.group(2)):
+        key = pm.group(1).strip()
+        # The format puts the value on its own lines: one newline each side is framing, not value.
+        value: Any = pm.group(2).removeprefix("\n").removesuffix("\n")
+        if types.get(name, {}).get(key) in _NON_TEXT:
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass  # left as text: the tool's argument check names the expected type
+        args[key] = value
+    return ToolCall(new_call_id(), name, json.dumps(args, ensure_ascii=False))
+
+
+def _param_types(tools: list[dict[str, Any]] | None) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for t in tools or []:
+        fn = t.get("function", t)
+        props = (fn.get("parameters") or {}).get("properties") or {}
+        out[fn.get("name", "")] = {k: v.get("type", "string") for k, v in props.items() if isinstance(v, dict)}
+    return out
 
 
 def strip_text_calls(text: str) -> str:

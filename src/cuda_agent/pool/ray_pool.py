@@ -11,6 +11,9 @@ and a candidate that failed to compile never holds a GPU for long.
 `submit_call(job)` runs a `jobs.CallJob` as a Ray task declaring
 `num_gpus=job.gpu_fraction` for a CUDA job (so 1/fraction of them share a GPU),
 0 for a CPU job.
+With `gpu_resource` set (RL: verl owns Ray's GPUs), GPU phases request one unit
+of that custom resource instead of num_gpus=1 and lease a node-local GPU
+(`gpu_lease`).
 Not guaranteed: across machines the compile-ahead helps only when
 CUDA_AGENT_CACHE is on a shared filesystem; cuda-agent must be installed on
 every node; `close()` leaves the cluster (and ray.init) to the caller.
@@ -23,11 +26,13 @@ from concurrent.futures import Future
 from typing import Any
 
 from cuda_agent.eval.result import EvalResult
+from cuda_agent.pool.gpu_lease import run_leased
 from cuda_agent.pool.jobs import CallJob, EvalJob, HarnessError, portable, run_any, run_gated
 
 
 class RayPool:
-    def __init__(self, address: str | None = None, *, compile_ahead: bool = True, **init_kwargs: Any):
+    def __init__(self, address: str | None = None, *, compile_ahead: bool = True, gpu_resource: str | None = None,
+                 **init_kwargs: Any):
         try:
             import ray
         except ImportError:
@@ -36,11 +41,15 @@ class RayPool:
         if not ray.is_initialized():
             ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, **init_kwargs)
         self.compile_ahead = compile_ahead
+        self.gpu_resource = gpu_resource
         self._fn = ray.remote(run_gated)
         self._call = ray.remote(run_any)
+        self._leased = ray.remote(run_leased)
 
     def _opts(self, job: EvalJob) -> Any:
         gpu = job.config.device == "cuda" and job.phase != "compile"
+        if gpu and self.gpu_resource:
+            return self._leased.options(num_gpus=0, num_cpus=1, resources={self.gpu_resource: 1}, max_retries=0)
         return self._fn.options(num_gpus=1 if gpu else 0, num_cpus=1, max_retries=0)
 
     def submit(self, job: EvalJob) -> Future[EvalResult]:

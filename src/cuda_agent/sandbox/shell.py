@@ -83,7 +83,8 @@ def cut_middle(text: str, limit: int) -> str:
 
 class BashSession:
     def __init__(self, workspace: str | Path, *, timeout_s: float = 180.0, max_output_chars: int = 20000,
-                 isolation: str | None = None, extra_env: dict[str, str] | None = None):
+                 isolation: str | None = None, extra_env: dict[str, str] | None = None,
+                 protected: tuple[str, ...] = PROTECTED_IN_WORKSPACE):
         self.workspace = Path(workspace).resolve()
         self.timeout_s = timeout_s
         self.max_output_chars = max_output_chars
@@ -91,6 +92,7 @@ class BashSession:
         self._private = Path(tempfile.mkdtemp(prefix="cuda-agent-shell-")).resolve()
         (self._private / "home").mkdir()
         self._extra_env = extra_env or {}
+        self._protected = protected  # workspace paths pinned read-only (the caller knows the layout)
         self._proc: subprocess.Popen[bytes] | None = None
         self._marker = ""
 
@@ -113,7 +115,7 @@ class BashSession:
         shell = ["bash", "--noprofile", "--norc"]
         box = _box(self.level)
         if box is not None:
-            pins = [self.workspace / p for p in PROTECTED_IN_WORKSPACE if (self.workspace / p).exists()]
+            pins = [self.workspace / p for p in self._protected if (self.workspace / p).exists()]
             argv = box.wrap(shell, writable=[self.workspace, self._private], readonly=pins, cwd=self.workspace)
         else:
             argv = shell

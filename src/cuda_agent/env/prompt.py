@@ -61,11 +61,14 @@ def system_prompt() -> str:
 
 def task_message(workspace: str | Path) -> str:
     ws = Path(workspace)
-    model = (ws / "model.py").read_text()
-    skill = (ws / "SKILL.md").read_text()
+    return task_text((ws / "model.py").read_text(), (ws / "SKILL.md").read_text(), str(ws.resolve()))
+
+
+def task_text(model_source: str, skill: str, workspace: str) -> str:
+    """The task message from its parts, for callers that have no workspace yet (datasets)."""
     return (
-        f"Workspace: {ws.resolve()}\n\n"
-        f"## model.py (the reference; read-only)\n\n```python\n{model.rstrip()}\n```\n\n"
+        f"Workspace: {workspace}\n\n"
+        f"## model.py (the reference; read-only)\n\n```python\n{model_source.rstrip()}\n```\n\n"
         f"## SKILL.md (your rules and workflow; read-only)\n\n{skill.rstrip()}\n\n"
         "model_new.py holds a placeholder for you to replace; kernels/ is empty. Begin."
     )

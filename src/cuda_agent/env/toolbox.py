@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.agent.files import FileTools, ToolFailure
+from cuda_agent.env.files import FileTools, ToolFailure
+from cuda_agent.env.shell import Shell, ShellFactory, make_shell
 from cuda_agent.eval.result import EvalResult
-from cuda_agent.sandbox.shell import BashSession
-from cuda_agent.task.workspace import cache_root, read_agent_sources
+from cuda_agent.task.workspace import read_agent_sources
 
 Evaluator = Callable[[Path, str], EvalResult]
 Renderer = Callable[[EvalResult], str]
@@ -96,6 +96,7 @@ class Observation:
     finished: bool = False
     error: str | None = None  # traceback of a harness bug, for the trajectory
     elapsed_s: float = 0.0
+    malformed: bool = False  # the call itself was unusable (unknown tool, bad arguments), not a tool failure
 
 
 def _usage(name: str) -> str:
@@ -133,12 +134,10 @@ def check_arguments(name: str, raw: str | dict | None) -> dict[str, Any]:
 
 class Toolbox:
     def __init__(self, workspace: str | Path, *, evaluator: Evaluator | None = None, render: Renderer | None = None,
-                 shell: BashSession | None = None, bash_timeout_s: float = 180.0):
+                 shell: Shell | None = None, shell_factory: ShellFactory | None = None, bash_timeout_s: float = 180.0):
         self.workspace = Path(workspace).resolve()
         self.files = FileTools(self.workspace)
-        # tools/* inside the shell find the pristine task through the evaluator's cache (read-only there)
-        self.shell = shell or BashSession(self.workspace, timeout_s=bash_timeout_s,
-                                          extra_env={"CUDA_AGENT_CACHE": str(cache_root())})
+        self.shell = shell or make_shell(self.workspace, bash_timeout_s, shell_factory)
         self._evaluator = evaluator
         self._render = render
 
@@ -149,9 +148,13 @@ class Toolbox:
         t0 = time.monotonic()
         try:
             args = check_arguments(name, raw_arguments)
-            obs = self._dispatch(name, args)
         except ToolFailure as e:
-            obs = Observation(f"error: {e}", ok=False)
+            obs = Observation(f"error: {e}", ok=False, malformed=True)
+        else:
+            try:
+                obs = self._dispatch(name, args)
+            except ToolFailure as e:
+                obs = Observation(f"error: {e}", ok=False)
         obs.elapsed_s = time.monotonic() - t0
         return obs
 
@@ -183,10 +186,14 @@ class Toolbox:
         raise AssertionError(f"tool {name} has a schema but no implementation")
 
     def _evaluate(self, phase: str) -> Observation:
+        return self.evaluate_at(self.workspace, phase)
+
+    def evaluate_at(self, workspace: Path, phase: str) -> Observation:
+        """Evaluate the agent files of `workspace` (this one, or a copy) and describe the result."""
         # Snapshot first: what is kept as "best" must be what was evaluated.
-        sources = read_agent_sources(self.workspace)
+        sources = read_agent_sources(workspace)
         try:
-            result = self._evaluate_fn()(self.workspace, phase)
+            result = self._evaluate_fn()(workspace, phase)
             text = self._render_fn()(result)
         except Exception as e:  # noqa: BLE001 - a harness bug must not end a long episode; it is logged as such
             return Observation(f"internal error of the evaluator (not your fault, not scored): {type(e).__name__}: {e}",

@@ -57,3 +57,22 @@ def save(dest: str | Path, best: Best) -> None:
         dest.rename(old)
     tmp.rename(dest)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def reward_of(best: Best | None) -> int:
+    """The episode's reward: the best candidate's; -1 when no correct candidate was evaluated;
+    1 (the milestone reward of a correct candidate not shown to be faster) when the best was
+    verified but never timed (`Environment.settle` times it)."""
+    if best is None:
+        return -1
+    return 1 if best.result.reward is None else best.result.reward
+
+
+def summary_line(best: Best | None, improved: bool) -> str:
+    """The line appended to every evaluator observation, so the model knows what is kept."""
+    if best is None:
+        return "best so far: none (no correct candidate yet)"
+    r = best.result
+    sp = ", ".join(f"{v:.2f}x vs {k}" for k, v in (("eager", r.speedup_vs_eager), ("torch.compile", r.speedup_vs_compile)) if v)
+    head = "new best, kept" if improved else f"best so far: turn {best.turn}"
+    return f"{head} (reward {r.reward}{', ' + sp if sp else ''})"

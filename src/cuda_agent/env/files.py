@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda_agent.sandbox.shell import PROTECTED_IN_WORKSPACE
+from cuda_agent.env.shell import PROTECTED_IN_WORKSPACE
 
 READ_LIMIT = 2000  # lines returned by one read unless asked otherwise
 LINE_CHARS = 2000  # longer lines are cut when shown

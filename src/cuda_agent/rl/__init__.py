@@ -1,0 +1,13 @@
+"""Layer 4: training adapters (verl 0.9.1, behind the optional extra `.[rl]`).
+
+The environment core does the work; these modules turn it into what a trainer
+needs. Framework-free (importable without verl): `tokens` (the token stream and
+the chat-template token builder), `rollout` (one episode at the token level),
+`replay` (stored trajectories as token streams), `scoring` (the evaluator over
+the pool; the single-turn reward), `gae` (the critic's targets), `prompts`
+(datasets from suites), `rft` (the rejection filter and SFT rows), `tiny` (a
+tiny random model for CI and smoke runs). verl-bound: `verl_loop` (the agent
+loops), `sft_data` (the SFT dataset class), `config` (complete verl configs per
+stage, validated by verl's loader), `launch` (start a stage). Nothing outside
+this package imports verl.
+"""

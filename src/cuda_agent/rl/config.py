@@ -1,0 +1,162 @@
+"""Complete verl configs for the paper's training stages (`cuda-agent rl config`).
+
+Stages: "warmup" (single-turn PPO, 32K context, the milestone reward through the
+pool), "sft" (rejection fine-tuning with verl's sft_trainer), "vp" (value
+pretraining: PPO with the replay loop and `trainer.critic_warmup` covering the
+whole run, so only the critic learns), "ppo" (agentic PPO, 131,072 context,
+150 turns). The paper's values are the defaults (PAPER); every one can be
+overridden with verl's own dotted keys.
+
+Contract: `build(stage, model=..., train=..., ...)` composes verl's own
+`ppo_trainer` (or `sft_trainer_engine`) YAML through Hydra with our overrides
+and returns the DictConfig; `write(stage, out, ...)` writes it (interpolations
+kept) plus, for PPO stages, the agent-loop registry next to it, then loads the
+written file back and validates it (`validate`). `validate` runs verl's
+`validate_config`, converts the model, rollout, critic and optimiser sections
+to verl's dataclasses (this loads `model.path`: a local folder with a
+config.json and a tokenizer), checks that the registered loops and the reward
+function import, and renders the stage's initial prompt with the model's
+tokenizer to prove it fits `rollout.prompt_length` (verl would cut it from the
+left with only a warning). Problems raise `ConfigError` with one line.
+Not guaranteed: that the cluster has the memory for the chosen lengths; that
+is for the first step to find out (lower `ppo_max_token_len_per_gpu` or raise
+tensor parallelism if it does not fit).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+STAGES = ("warmup", "sft", "vp", "ppo")
+PAPER = {"gamma": 1.0, "lam": 0.95, "clip_low": 0.2, "clip_high": 0.28, "loss_agg_mode": "seq-mean-token-mean",
+         "actor_lr": 3e-6, "critic_lr": 6e-6, "batch": 1024, "steps": 150, "context": 131072, "warmup_context": 32768,
+         "max_turns": 150}
+# Our choices where the paper gives no number (docs/training.md says so).
+OURS = {"prompt_length": 8192, "warmup_steps": 50, "vp_steps": 20, "sft_lr": 1e-5, "sft_batch": 64, "sft_epochs": 2,
+        "episode_timeout_s": 7200, "max_tokens_per_turn": 16384}
+LOOP_NAME = {"warmup": "single_turn_agent", "vp": "cuda_agent_replay", "ppo": "cuda_agent"}
+
+
+class ConfigError(ValueError):
+    """A stage config that verl would refuse, or that would silently misbehave."""
+
+
+@dataclass
+class Cluster:
+    nnodes: int = 1
+    gpus_per_node: int = 8  # training GPUs per node; evaluation GPUs are a separate Ray resource
+    rollout_tp: int = 2
+
+
+def _verl_config_dir() -> str:
+    import verl
+
+    return os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+
+
+def _rl_file(name: str) -> str:
+    return str(Path(__file__).with_name(name))
+
+
+def overrides(stage: str, *, model: str, train: str, val: str | None, cluster: Cluster, loops: str | None,
+              steps: int | None, batch: int | None) -> list[str]:
+    if stage not in STAGES:
+        raise ConfigError(f"unknown stage {stage!r}; one of {', '.join(STAGES)}")
+    c, p, o = cluster, PAPER, OURS
+    common = [f"trainer.nnodes={c.nnodes}", f"trainer.n_gpus_per_node={c.gpus_per_node}", "trainer.logger=[console]",
+              "trainer.project_name=cuda-agent", f"trainer.experiment_name={stage}", f"data.train_files={train}",
+              f"model.path={model}" if stage == "sft" else f"actor_rollout_ref.model.path={model}"]
+    if stage == "sft":
+        ctx = p["context"]
+        return common + [
+            f"data.val_files={val or 'null'}", f"data.custom_cls.path={_rl_file('sft_data.py')}",
+            "data.custom_cls.name=JsonChatSFTDataset", "data.messages_key=messages", "data.tools_key=tools",
+            f"data.max_length={ctx}", "data.pad_mode=no_padding", "data.truncation=error", "data.use_dynamic_bsz=true",
+            f"data.max_token_len_per_gpu={ctx}", f"data.train_batch_size={batch or o['sft_batch']}",
+            f"optim.lr={o['sft_lr']}", f"trainer.total_epochs={o['sft_epochs']}",
+            f"trainer.total_training_steps={steps or 'null'}",
+            "checkpoint.save_contents=[model,optimizer,extra,hf_model]"]
+    ctx = p["warmup_context"] if stage == "warmup" else p["context"]
+    total = steps or {"warmup": o["warmup_steps"], "vp": o["vp_steps"], "ppo": p["steps"]}[stage]
+    b = batch or p["batch"]
+    out = common + [
+        f"data.val_files={val or train}", f"data.max_prompt_length={o['prompt_length']}",
+        f"data.max_response_length={ctx - o['prompt_length']}", f"data.train_batch_size={b}",
+        "data.return_raw_chat=true", "data.filter_overlong_prompts=false",
+        "algorithm.adv_estimator=gae", f"algorithm.gamma={p['gamma']}", f"algorithm.lam={p['lam']}",
+        "algorithm.use_kl_in_reward=false",
+        f"actor_rollout_ref.actor.optim.lr={p['actor_lr']}", f"actor_rollout_ref.actor.ppo_mini_batch_size={b}",
+        f"actor_rollout_ref.actor.clip_ratio_low={p['clip_low']}", f"actor_rollout_ref.actor.clip_ratio_high={p['clip_high']}",
+        f"actor_rollout_ref.actor.loss_agg_mode={p['loss_agg_mode']}", "actor_rollout_ref.actor.ppo_epochs=1",
+        "actor_rollout_ref.actor.use_kl_loss=false", "actor_rollout_ref.actor.entropy_coeff=0",
+        "actor_rollout_ref.actor.use_dynamic_bsz=true", f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={ctx}",
+        "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.n=1", f"actor_rollout_ref.rollout.max_model_len={ctx}",
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={c.rollout_tp}",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true",
+        f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={ctx}",
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=true", f"actor_rollout_ref.ref.log_prob_max_token_len_per_gpu={ctx}",
+        f"actor_rollout_ref.rollout.agent.default_agent_loop={LOOP_NAME[stage]}",
+        f"critic.model.path={model}", f"critic.optim.lr={p['critic_lr']}", f"critic.ppo_mini_batch_size={b}",
+        "critic.use_dynamic_bsz=true", f"critic.ppo_max_token_len_per_gpu={ctx}",
+        f"trainer.total_training_steps={total}", "trainer.val_before_train=false", "trainer.test_freq=-1",
+        "trainer.save_freq=25", f"trainer.critic_warmup={total if stage == 'vp' else 0}",
+        # Hugging Face weights in every checkpoint: the next stage (and vLLM for collection) starts from them
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+        "critic.checkpoint.save_contents=[model,optimizer,extra,hf_model]"]
+    if loops:
+        out.append(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}")
+    if stage == "warmup":
+        out += [f"reward.custom_reward_function.path={_rl_file('scoring.py')}", "reward.custom_reward_function.name=compute_score"]
+    return out
+
+
+def agent_loops(max_turns: int = PAPER["max_turns"]) -> list[dict[str, Any]]:
+    """verl's agent-loop registry entries; extra keys become constructor arguments."""
+    return [{"name": "cuda_agent", "_target_": "cuda_agent.rl.verl_loop.CudaAgentLoop", "max_turns": max_turns,
+             "episode_timeout_s": OURS["episode_timeout_s"], "max_tokens_per_turn": OURS["max_tokens_per_turn"]},
+            {"name": "cuda_agent_replay", "_target_": "cuda_agent.rl.verl_loop.ReplayAgentLoop"}]
+
+
+def build(stage: str, *, model: str, train: str, val: str | None = None, cluster: Cluster | None = None,
+          loops: str | None = None, steps: int | None = None, batch: int | None = None,
+          extra: list[str] | None = None) -> Any:
+    from hydra import compose, initialize_config_dir
+
+    ov = overrides(stage, model=model, train=train, val=val, cluster=cluster or Cluster(), loops=loops, steps=steps,
+                   batch=batch) + list(extra or [])
+    try:
+        with initialize_config_dir(config_dir=_verl_config_dir(), version_base=None):
+            return compose("sft_trainer_engine" if stage == "sft" else "ppo_trainer", overrides=ov)
+    except Exception as e:  # noqa: BLE001 - Hydra's errors for a bad key or value, as one line
+        raise ConfigError(f"verl refused an override: {e}".splitlines()[0]) from None
+
+
+def write(stage: str, out: str | Path, **kw: Any) -> Path:
+    from omegaconf import OmegaConf
+
+    out = Path(out).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    loops = None
+    if stage != "sft":
+        loops = out.with_name(out.stem + ".agent_loops.yaml")
+        loops.write_text(yaml.safe_dump(agent_loops(), sort_keys=False))
+    cfg = build(stage, loops=str(loops) if loops else None, **kw)
+    out.write_text(OmegaConf.to_yaml(cfg))
+    validate(OmegaConf.load(out), stage)
+    return out
+
+
+def validate(cfg: Any, stage: str) -> None:
+    from cuda_agent.rl.check import check_ppo, check_sft
+
+    try:
+        (check_sft if stage == "sft" else check_ppo)(cfg, stage)
+    except ConfigError:
+        raise
+    except (AssertionError, ValueError, TypeError, KeyError, OSError, ImportError) as e:
+        raise ConfigError(f"{stage} config rejected: {type(e).__name__}: {e}".splitlines()[0]) from None

@@ -1,0 +1,143 @@
+"""verl agent loops: the CUDA-Agent environment (`cuda_agent`) and the replay of
+stored trajectories for value pretraining (`cuda_agent_replay`).
+
+Registered through `actor_rollout_ref.rollout.agent.agent_loop_config_path`
+(`rl config` writes that YAML); verl builds one loop object per trajectory inside
+a coroutine (the base class keeps the running event loop) and passes every extra
+key of the YAML entry as a constructor argument.
+
+Contract of `CudaAgentLoop.run` (the rest is rl.rollout's contract):
+- reads the task from the row's `extra_info` (`task_source`, `task_name`;
+  rl.prompts writes them), makes a fresh workspace under `workdir_root` and
+  removes it afterwards unless `keep_workdirs`;
+- tokens through verl's continuous-token builders (`VerlTokens`): the prompt,
+  sampled ids appended unchanged with their log-probs, observations as mask-0
+  context; an initial prompt longer than `rollout.prompt_length` raises instead
+  of being cut;
+- evaluations go to this process's shared pool (rl.scoring), on Ray with the
+  evaluation GPUs as a custom resource;
+- returns an `AgentLoopOutput` with `reward_score` set (verl puts it on the last
+  response token, which is always a sampled one) and the fixed per-trajectory
+  metrics in `extra_fields["reward_extra_info"]`.
+`ReplayAgentLoop.run` never calls the server: it returns the stored trajectory of
+the row (`extra_info.messages`, `tools`, `reward` as written by `rl vp`) as
+rl.replay renders it.
+Not guaranteed: multimodal input (none exists in this task).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
+
+from cuda_agent.env.core import EnvConfig, Environment
+from cuda_agent.eval.config import EvalConfig
+from cuda_agent.rl.replay import replay_stream
+from cuda_agent.rl.rollout import PromptTooLong, Rollout, RolloutConfig, roll_out
+from cuda_agent.rl.scoring import pool_evaluator, shared_pool
+from cuda_agent.rl.tokens import Stream, TemplateTokens
+from cuda_agent.task.taskfile import Task
+
+_executor: ThreadPoolExecutor | None = None
+
+
+def env_executor(threads: int = 256) -> ThreadPoolExecutor:
+    """One executor per worker process for the environments' blocking work. Its threads mostly
+    wait (shell commands, pool futures), so it is far wider than the CPU count."""
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="cuda-agent-env")
+    return _executor
+
+
+class VerlTokens:
+    """rl.tokens.Tokens over verl's continuous-token builder of the loop's model family."""
+
+    def __init__(self, agent_loop: AgentLoopBase):
+        self.agent_loop = agent_loop
+
+    async def initial(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
+        builder = self.agent_loop.continuous_token_builder
+        # not ct_build_initial_tokens: that one cuts an overlong prompt from the left with only a warning
+        return await self.agent_loop.loop.run_in_executor(None, lambda: builder.build_initial_tokens(messages, tools=tools))
+
+    async def add_model(self, stream: Stream, ids: list[int], logprobs: list[float] | None) -> None:
+        have = stream.logprobs if stream.logprobs is not None else ([0.0] * len(stream.mask) if logprobs else None)
+        merged, mask, lps = await self.agent_loop.ct_merge_assistant_token(stream.ids, ids, stream.mask, have,
+                                                                           assistant_logprobs=logprobs)
+        stream.ids, stream.mask, stream.logprobs = list(merged.token_ids), list(mask), lps
+
+    async def add_context(self, stream: Stream, before: list[dict[str, Any]], after: list[dict[str, Any]],
+                          tools: list[dict[str, Any]]) -> None:
+        merged, mask, lps = await self.agent_loop.ct_merge_context_msg(before, after, stream.ids, stream.mask,
+                                                                       stream.logprobs, tools=tools)
+        stream.ids, stream.mask, stream.logprobs = list(merged.token_ids), list(mask), lps
+
+
+def to_output(r: Rollout) -> AgentLoopOutput:
+    return AgentLoopOutput(
+        prompt_ids=r.prompt_ids, response_ids=r.response_ids, response_mask=r.response_mask,
+        response_logprobs=r.response_logprobs, reward_score=r.reward, num_turns=len(r.messages),
+        metrics={"generate_sequences": r.metrics["generate_s"], "tool_calls": r.metrics["env_s"]},
+        extra_fields={"reward_extra_info": dict(r.metrics), "turn_scores": [], "tool_rewards": []})
+
+
+class CudaAgentLoop(AgentLoopBase):
+    def __init__(self, *args: Any, max_turns: int = 150, episode_timeout_s: float = 7200.0,
+                 max_tokens_per_turn: int | None = 16384, bash_timeout_s: float = 180.0, eval_device: str = "cuda",
+                 workdir_root: str | None = None, keep_workdirs: bool = False, env_threads: int = 256, **kwargs: Any):
+        kwargs.pop("tools", None)  # verl's own tool list; this environment brings its tools
+        super().__init__(*args, **kwargs)
+        rc = self.rollout_config
+        self.rollout = RolloutConfig(max_turns=max_turns, prompt_length=rc.prompt_length,
+                                     response_length=rc.response_length, max_tokens_per_turn=max_tokens_per_turn,
+                                     episode_timeout_s=episode_timeout_s)
+        self.bash_timeout_s, self.eval_device = bash_timeout_s, eval_device
+        self.workdir_root, self.keep_workdirs, self.env_threads = workdir_root, keep_workdirs, env_threads
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        info = kwargs.get("extra_info") or {}
+        if "task_source" not in info:
+            raise ValueError("the row has no extra_info.task_source: build the dataset with `cuda-agent rl prompts`")
+        task = Task.from_source(info["task_source"], info.get("task_name", "task"))
+        env = Environment(EnvConfig(max_turns=self.rollout.max_turns, bash_timeout_s=self.bash_timeout_s),
+                          evaluator=pool_evaluator(shared_pool(), task, EvalConfig(device=self.eval_device)))
+        root = self.workdir_root or os.environ.get("CUDA_AGENT_RL_WORKDIR")
+        if root:
+            os.makedirs(root, exist_ok=True)
+        run_dir = tempfile.mkdtemp(prefix=f"{task.name}-", dir=root)
+        try:
+            r = await roll_out(env, task, run_dir, self.server_manager, VerlTokens(self),
+                               lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True), self.rollout,
+                               sampling_params, executor=env_executor(self.env_threads))
+        finally:
+            env.close()
+            if not self.keep_workdirs:
+                shutil.rmtree(run_dir, ignore_errors=True)
+        return to_output(r)
+
+
+class ReplayAgentLoop(AgentLoopBase):
+    def __init__(self, *args: Any, **kwargs: Any):
+        kwargs.pop("tools", None)
+        super().__init__(*args, **kwargs)
+        self.tokens = TemplateTokens(self.tokenizer, self.apply_chat_template_kwargs)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        info = kwargs.get("extra_info") or {}
+        messages, tools = json.loads(info["messages"]), json.loads(info["tools"])
+        s = await self.loop.run_in_executor(None, replay_stream, self.tokens, messages, tools)
+        rc = self.rollout_config
+        if len(s.prompt_ids) > rc.prompt_length:
+            raise PromptTooLong(f"stored prompt has {len(s.prompt_ids)} tokens, rollout.prompt_length is {rc.prompt_length}")
+        s.cut_response(rc.response_length)
+        s.end_on_model_token()
+        return AgentLoopOutput(prompt_ids=s.prompt_ids, response_ids=s.response_ids, response_mask=s.mask,
+                               reward_score=float(info["reward"]), num_turns=len(messages), metrics={},
+                               extra_fields={"turn_scores": [], "tool_rewards": []})
