@@ -155,7 +155,7 @@ def test_setup_moves_a_child_into_the_staged_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(os.getcwd())  # restored after the test
     monkeypatch.setattr(sys, "path", list(sys.path))
     st = child.State("reference")
-    msg = {"task_path": str(FIXTURES / "cpu_lane" / "task.py"), "init_seed": 1, "precision": "fp32",
-           "device": "cpu", "cwd": str(tmp_path)}
-    child.cmd_setup(st, msg)
+    from cuda_agent.eval import protocol as P
+
+    child.cmd_setup(st, P.Setup(str(FIXTURES / "cpu_lane" / "task.py"), 1, "fp32", "cpu", str(tmp_path)))
     assert os.path.samefile(os.getcwd(), tmp_path) and sys.path[0] == str(tmp_path)
