@@ -211,7 +211,7 @@ class Toolbox:
 
             # spare children: the next evaluation's start-up overlaps the model's turn
             self._evaluator = lambda ws, phase: evaluate_workspace(  # type: ignore[arg-type]
-                ws, phase=phase, config=EvalConfig(spare_children=True))
+                ws, phase=phase, config=EvalConfig(spare_children=True, retry_unstable=1))
         return self._evaluator
 
     def _render_fn(self) -> Renderer:

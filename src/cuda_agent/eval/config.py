@@ -65,3 +65,9 @@ class EvalConfig:
     # (2-3 s on an H200) overlaps the caller's idle time. For long-lived callers: the agent's
     # tools, pool workers; a one-shot `cuda-agent eval` would start children it never uses.
     spare_children: bool = False
+    # Timed sections (candidate and baseline timing and bursts) hold an exclusive lock per physical
+    # GPU across all processes (eval.gpu_lock); past this wait the evaluation times anyway, with a warning.
+    gpu_lock_wait_s: float = 900.0
+    # Re-run an evaluation whose timing stayed unstable (EvalResult.unstable) this many times and keep
+    # the steadiest; bench and the agent's tools set 1, a one-shot `cuda-agent eval` shows it as is.
+    retry_unstable: int = 0

@@ -1,8 +1,10 @@
 """Which CUDA GPU the parent would evaluate on, without running candidate code.
 
-Contract: `detect()` returns the name and compute capability of the current
-CUDA device, or None when torch sees no CUDA GPU (a CPU-only build, no
-driver, or CUDA_VISIBLE_DEVICES empty). It never raises for a missing GPU.
+Contract: `detect()` returns the name, compute capability and UUID of the
+current CUDA device, read in the trusted parent, or None when torch sees no
+CUDA GPU (a CPU-only build, no driver, or CUDA_VISIBLE_DEVICES empty). It never
+raises for a missing GPU. `GPU.key` names the physical device (its UUID; the
+index only where no UUID is readable) for per-GPU locks.
 `arch_from_env()` reads the first entry of TORCH_CUDA_ARCH_LIST ("9.0").
 
 Not guaranteed: that the device is idle or exclusive; the pool that schedules
@@ -19,6 +21,15 @@ from dataclasses import dataclass
 class GPU:
     name: str
     capability: str  # "9.0"
+    uuid: str = ""  # "GPU-..." as nvidia-smi prints it; "" where unreadable
+
+    @property
+    def key(self) -> str:
+        if self.uuid:
+            return self.uuid
+        if self.name == "cpu":
+            return "cpu"
+        return "index-" + (os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0")
 
 
 def detect() -> GPU | None:
@@ -28,7 +39,9 @@ def detect() -> GPU | None:
         if not torch.cuda.is_available():
             return None
         major, minor = torch.cuda.get_device_capability()
-        return GPU(torch.cuda.get_device_name(), f"{major}.{minor}")
+        raw = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", "") or "")
+        uuid = raw if not raw or raw.startswith(("GPU-", "MIG-")) else f"GPU-{raw}"
+        return GPU(torch.cuda.get_device_name(), f"{major}.{minor}", uuid)
     except (RuntimeError, AssertionError, OSError):
         return None
 

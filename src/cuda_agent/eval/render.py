@@ -31,6 +31,13 @@ def result_text(r: EvalResult, log_chars: int = 3000) -> str:
         lines.append(f"candidate:     {_ms(r.time_ms)}{cv}")
         lines.append(f"eager:         {_ms(r.eager_ms)}    speedup {_x(r.speedup_vs_eager)}")
         lines.append(f"torch.compile: {_ms(r.compile_ms)}    speedup {_x(r.speedup_vs_compile)}")
+        if r.trusted_ms is not None:  # the evaluator's own clock, back to back (trusted_time)
+            lines.append(f"evaluator's clock, back to back: {_ms(r.trusted_ms)} per call vs eager {_ms(r.trusted_eager_ms)}, "
+                         f"torch.compile {_ms(r.trusted_compile_ms)}")
+        if r.unstable:
+            lines.append("UNSTABLE: the timing spread stayed high; these figures and the reward may be off")
+        if r.gpu_wait_s >= 1:
+            lines.append(f"waited {r.gpu_wait_s:.1f} s for the GPU (another evaluation was timing)")
     if r.checks:
         worst = max((c.rel_l2_err or 0.0) for c in r.checks)
         ok = sum(c.passed for c in r.checks)

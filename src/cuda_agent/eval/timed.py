@@ -225,6 +225,17 @@ def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: 
         cache.put(key, {"eager": res.eager_timing.__dict__, "compile": res.compile_timing.__dict__})
 
 
+def flag_unstable(res: EvalResult, cfg: EvalConfig) -> None:
+    """A timing whose spread stayed above max_cv after its rounds does not pass silently."""
+    shaky = [(name, t) for name, t in (("the candidate", res.timing), ("eager", res.eager_timing),
+                                       ("torch.compile", res.compile_timing)) if t is not None and t.cv > cfg.max_cv]
+    if shaky:
+        res.unstable = True
+        what = ", ".join(f"{name} (cv {t.cv:.3f} after {t.rounds} rounds)" for name, t in shaky)
+        res.findings.append(Finding("timing-unstable", f"timing spread above {cfg.max_cv:.0%}: {what}; the times and the "
+                                    "reward may be off (is something else using the GPU?)", Severity.WARN))
+
+
 def speed_of_light(ref: Child, res: EvalResult, cfg: EvalConfig, moved: int, cache: KVCache | None) -> None:
     bw = cfg.bandwidth or sol.bandwidth_for(res.gpu)
     key = f"bandwidth/{res.gpu}/{cfg.device}"
@@ -244,5 +255,5 @@ def speed_of_light(ref: Child, res: EvalResult, cfg: EvalConfig, moved: int, cac
         res.findings.append(f)
 
 
-__all__ = ["BurstRecord", "baseline_key", "baselines", "burst_baselines", "burst_candidate", "check_burst_outputs",
+__all__ = ["BurstRecord", "baseline_key", "flag_unstable", "baselines", "burst_baselines", "burst_candidate", "check_burst_outputs",
            "check_timed_outputs", "speed_of_light", "time_candidate", "time_request", "timed_references", "trusted_milestones"]

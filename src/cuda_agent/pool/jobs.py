@@ -90,7 +90,8 @@ def run_job(job: EvalJob) -> EvalResult:
     from cuda_agent.eval.api import evaluate_single_file, evaluate_workspace
 
     job.validate()
-    cfg = dataclasses.replace(job.config)
+    # an unstable timing is looked at once more (pool jobs feed benchmarks and rewards)
+    cfg = dataclasses.replace(job.config, retry_unstable=max(job.config.retry_unstable, 1))
     if job.solution is not None:
         return evaluate_single_file(job.task, job.solution, phase=job.phase, config=cfg)  # type: ignore[arg-type]
     if job.workdir is not None:

@@ -1,0 +1,89 @@
+"""Issue 13: timed sections exclusive per physical GPU across processes, never left held by a crash;
+an unstable timing does not pass silently."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from test_pipeline_cpu import cpu_cfg, make_ws
+
+from cuda_agent.eval import gpu_lock
+from cuda_agent.eval.api import evaluate_workspace
+from cuda_agent.eval.config import EvalConfig
+from cuda_agent.eval.gpu import GPU
+from cuda_agent.eval.result import EvalResult, Status, TimingStats
+from cuda_agent.eval.timed import flag_unstable
+
+HOLD = ("import sys,time\n"
+        "from cuda_agent.eval import gpu_lock\n"
+        "with gpu_lock.exclusive(sys.argv[1]) as h:\n"
+        "    print('held', h.exclusive, flush=True)\n"
+        "    time.sleep(60)\n")
+
+
+@pytest.fixture
+def locks(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_AGENT_LOCK_DIR", str(tmp_path / "locks"))
+    return tmp_path / "locks"
+
+
+def _holder(key: str) -> subprocess.Popen[str]:
+    p = subprocess.Popen([sys.executable, "-c", HOLD, key], stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    assert p.stdout is not None and p.stdout.readline().strip() == "held True"
+    return p
+
+
+def test_a_second_process_waits_and_a_killed_holder_releases(locks):
+    p = _holder("GPU-aaaa")
+    try:
+        with gpu_lock.exclusive("GPU-aaaa", wait_s=0.3) as h:
+            assert not h.exclusive and h.waited_s >= 0.3  # held elsewhere: gave up, said so
+        with gpu_lock.exclusive("GPU-bbbb", wait_s=0.3) as h:
+            assert h.exclusive and h.waited_s < 0.3  # another GPU is another lock
+        t0 = time.monotonic()
+        os.kill(p.pid, signal.SIGKILL)  # a crash of the holder...
+        with gpu_lock.exclusive("GPU-aaaa", wait_s=10) as h:
+            assert h.exclusive and time.monotonic() - t0 < 5  # ...never leaves the lock held
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_two_holders_in_one_process_exclude_each_other(locks):
+    with gpu_lock.exclusive("cpu", wait_s=5) as first:
+        assert first.exclusive
+        with gpu_lock.exclusive("cpu", wait_s=0.2) as second:
+            assert not second.exclusive
+
+
+def test_the_lock_key_is_the_physical_gpu(monkeypatch):
+    assert GPU("NVIDIA H200", "9.0", "GPU-1234").key == "GPU-1234"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    assert GPU("NVIDIA H200", "9.0").key == "index-3" and GPU("cpu", "0.0").key == "cpu"
+
+
+def test_an_unstable_timing_is_flagged():
+    res = EvalResult(status=Status.OK, reward=3, correct=True)
+    res.timing = TimingStats(median_ms=0.08, mean_ms=0.24, min_ms=0.03, cv=1.28, n=50, rounds=3)
+    res.eager_timing = TimingStats(median_ms=1.0, mean_ms=1.0, min_ms=0.99, cv=0.01, n=50, rounds=1)
+    flag_unstable(res, EvalConfig())
+    assert res.unstable and any(f.rule == "timing-unstable" and "cv 1.280" in f.message for f in res.findings)
+    calm = EvalResult(status=Status.OK, reward=3, correct=True, timing=res.eager_timing)
+    flag_unstable(calm, EvalConfig())
+    assert not calm.unstable and not calm.findings
+
+
+@pytest.mark.slow
+def test_unstable_results_are_retried_flagged_and_not_cached(tmp_path, cache_env, locks):
+    cfg = cpu_cfg(max_cv=1e-9, max_rounds=1, retry_unstable=1)  # no host timing is that steady
+    ws = make_ws(tmp_path)
+    r = evaluate_workspace(ws, config=cfg)
+    assert r.status is Status.OK and r.unstable and r.reward is not None, r.message
+    assert any(f.rule == "timing-unstable" for f in r.findings) and r.gpu_wait_s >= 0
+    again = evaluate_workspace(ws, config=cfg)
+    assert not again.cache.get("result")  # an unstable verdict is never served from the cache
