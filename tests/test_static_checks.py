@@ -540,3 +540,19 @@ def test_system_call_names_as_fields_or_strings_pass():
 def test_python_namespace_calls_are_rejected():
     src = "import os\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        os.unshare(os.CLONE_NEWNS)\n        return x\n"
     assert "system-call" in _rejects(check_python(src))
+
+
+# --------------------------------------------------------------------------- the public release's include (issue 13)
+
+
+@pytest.mark.parametrize("spelling", ['"binding_registry.h"', '"../binding_registry.h"'])
+def test_the_registry_header_is_accepted_by_either_spelling(spelling):
+    text = f"#include {spelling}\n#include <torch/types.h>\nstatic void bind(pybind11::module& m) {{}}\nREGISTER_BINDING(x, bind);\n"
+    assert not _rejects(check_cpp(text, "kernels/x_binding.cpp"))
+
+
+@pytest.mark.parametrize("include", ['"../model_new.py"', '"../binding.cpp"', '"../tools/verify"', '"../model.py"',
+                                     '"../../binding_registry.h"', '"../kernels/../binding_registry.h"',
+                                     '"/etc/passwd"', '"../.cuda-agent/task.json"', '"../SKILL.md"'])
+def test_other_includes_that_leave_kernels_are_rejected(include):
+    assert "file-access" in _rejects(check_cpp(f"#include {include}\n", "kernels/x_binding.cpp"))

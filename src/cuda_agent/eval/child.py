@@ -169,6 +169,20 @@ def _poison(st: State) -> None:
         del p
 
 
+def _serve_prebuilt(prebuilt: dict[str, str]) -> None:
+    """`load_inline` returns the module the parent built (`inline_build`) for a call of that name and
+    builds any other as before; set before the solution is imported, so its own import sees it."""
+    import torch.utils.cpp_extension as ext
+
+    real = ext.load_inline
+
+    def load_inline(name: str, *args: Any, **kwargs: Any) -> Any:
+        so = prebuilt.get(name)
+        return _import_file(name, Path(so)) if so is not None else real(name, *args, **kwargs)
+
+    ext.load_inline = load_inline
+
+
 def _hijack() -> dict[str, str]:
     """The test-only hijack switch (module docstring), e.g. "fake_time=0.1" (report faster times),
     "spoof_gpu=NAME", "reply_path=/p" (name another file for the reference), "remount=/p" (make the
@@ -204,6 +218,8 @@ def cmd_setup(st: State, req: P.Setup) -> dict[str, Any]:
             raise ValueError("the candidate's setup names no solution")
         if sol.so_path:
             _import_file("cuda_extension", Path(sol.so_path))
+        if sol.inline:
+            _serve_prebuilt(sol.inline)
         mod = _import_file("model_new", Path(sol.path))
         if not hasattr(mod, "ModelNew"):
             raise AttributeError(f"{Path(sol.path).name} defines no class ModelNew")

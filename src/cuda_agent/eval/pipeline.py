@@ -23,8 +23,9 @@ Not guaranteed: anything without a CUDA GPU beyond checks and the build
 Longer than the 250-line guide on purpose: it is the one place where the order
 of the steps and what each failure turns into can be read together; each step
 it calls (build, children, compare, timing, checks) lives in its own module.
-Single-file (load_inline) solutions compile inside the candidate child, so
-without a GPU they are only checked statically.
+Single-file (load_inline) solutions are built here too when their load_inline
+arguments are static (`inline_build`, the common case), else inside the
+candidate child, and then without a GPU they are only checked statically.
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.eval import gpu as gpu_mod
-from cuda_agent.eval import gpu_lock, timed, warm
+from cuda_agent.eval import gpu_lock, inline_build, timed, warm
 from cuda_agent.eval import protocol as P
 from cuda_agent.eval import sanitize as sanitize_mod
-from cuda_agent.eval.build import build
+from cuda_agent.eval.build import BuildResult, build
 from cuda_agent.eval.cache import KVCache
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.exchange import Stop, ask, compare_recv, compare_send, finish, guard, recv, send
@@ -164,16 +165,17 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
         if pair is not None:
             # the reference needs no build: it sets up and computes its outputs while nvcc runs
             _start_reference(pair, cand, cfg, res, seeds)
-        so_path = _build(cand, cfg, gpu, res)
-        if cfg.phase == "compile" and cand.kind == "workspace":
+        built = _build(cand, cfg, gpu, res)
+        if cfg.phase == "compile" and (cand.kind == "workspace" or built.inline):
             res.message = "compiled"  # a GPU is not needed for this phase
             raise Stop(res)
         if gpu is None:
-            what = "compiled with nvcc" if cand.kind == "workspace" else "checked statically (load_inline compiles on the GPU machine)"
+            what = "compiled with nvcc" if cand.kind == "workspace" or built.inline else \
+                "checked statically (its load_inline arguments are not static: it compiles on the GPU machine)"
             res.status, res.message = Status.NO_GPU, f"{what}; correctness and timing need a CUDA GPU, and none is visible"
             raise Stop(res)
         assert pair is not None
-        _check_and_time(cand, cfg, tmp, res, pair, so_path, cache, seeds, gpu)
+        _check_and_time(cand, cfg, tmp, res, pair, built, cache, seeds, gpu)
 
 
 @dataclass
@@ -203,21 +205,44 @@ def _start_reference(pair: warm.Pair, cand: Candidate, cfg: EvalConfig, res: Eva
     send(pair.ref, res, P.Run(ref_seeds, "ref", keep=True), "reference")
 
 
-def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalResult) -> Path | None:
-    if cand.kind != "workspace":
-        return None  # single-file solutions build inside the candidate child (load_inline)
+@dataclass
+class _Built:
+    so_path: Path | None = None  # workspace: cuda_extension.so
+    inline: dict[str, str] | None = None  # single file: load_inline name -> module built here (inline_build)
+
+
+def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalResult) -> _Built:
     t0 = time.monotonic()
     # the CPU lane's stand-in GPU has capability "0.0", which no nvcc accepts
     arch = cfg.arch or gpu_mod.arch_from_env() or (gpu.capability if gpu and cfg.device == "cuda" else None) or "9.0"
+    if cand.kind != "workspace":
+        calls = inline_build.find_calls((cand.root / "model_new.py").read_text(errors="replace"))
+        if not calls:  # arguments that are not static: load_inline builds inside the candidate child
+            res.defences["inline_build"] = "in the candidate child (load_inline arguments are not static)"
+            return _Built()
+        built: dict[str, str] = {}
+        cached = True
+        for call in calls:
+            b = inline_build.build_call(call, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, use_cache=cfg.use_cache)
+            _built_or_stop(b, cfg, res, t0)
+            built[call.name] = str(b.so_path)
+            cached &= b.cached
+        res.cache["build"] = cached
+        res.defences["inline_build"] = f"in the evaluator: {', '.join(built)}"
+        return _Built(inline=built)
     b = build(cand.root, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, jobs=cfg.jobs, use_cache=cfg.use_cache)
-    res.phases_s["compile"] = round(time.monotonic() - t0, 3)
     res.cache["build"] = b.cached
+    _built_or_stop(b, cfg, res, t0)
+    return _Built(so_path=b.so_path)
+
+
+def _built_or_stop(b: BuildResult, cfg: EvalConfig, res: EvalResult, t0: float) -> None:
+    res.phases_s["compile"] = round(time.monotonic() - t0, 3)
     res.log = b.log
     if not b.ok:
         if b.timed_out:
             raise finish(res, Status.TIMEOUT, f"compile exceeded its {cfg.compile_timeout:.0f} s budget", b.log)
         raise finish(res, Status.COMPILE_ERROR, "compilation failed; see log", b.log)
-    return b.so_path
 
 
 def _nbytes(rec: P.OutputRecord) -> int:
@@ -225,7 +250,7 @@ def _nbytes(rec: P.OutputRecord) -> int:
 
 
 def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, pair: warm.Pair,
-                    so_path: Path | None, cache: KVCache | None, seeds: _Seeds, gpu: gpu_mod.GPU) -> None:
+                    built: _Built, cache: KVCache | None, seeds: _Seeds, gpu: gpu_mod.GPU) -> None:
     task, ref, cnd, io = cand.task, pair.ref, pair.cnd, pair.cnd_io
     recv(ref, res, cfg.load_timeout, "reference", "setup", P.SetupReply)  # both queued by _start_reference
     ref_run = recv(ref, res, cfg.correctness_timeout, "reference", "run", P.RunReply)
@@ -233,8 +258,8 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     moved = max(_nbytes(r) + r.in_nbytes for r in ref_run.outputs)
     in_bytes = max(r.in_nbytes for r in ref_run.outputs)
     max_bytes = 4 * ref_bytes + (1 << 20)  # a candidate writing gigabytes is cut off, not read
-    sol = P.Solution(str(cand.root / "model_new.py"), str(so_path) if so_path else None)
-    load_budget = cfg.load_timeout + (cfg.compile_timeout if cand.kind == "single_file" else 0)
+    sol = P.Solution(str(cand.root / "model_new.py"), str(built.so_path) if built.so_path else None, built.inline)
+    load_budget = cfg.load_timeout + (cfg.compile_timeout if cand.kind == "single_file" and not built.inline else 0)
     setup = _setup(cand, cfg, seeds, solution=sol, guard=cfg.runtime_guards)
     info = ask(cnd, res, setup, load_budget, "load", P.SetupReply)
     res.defences["runtime_guards"] = "on" if cfg.runtime_guards else "off"

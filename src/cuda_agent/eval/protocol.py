@@ -52,6 +52,7 @@ def timed_path(out_dir: str, call: int) -> str:
 class Solution:
     path: str
     so_path: str | None = None
+    inline: dict[str, str] | None = None  # single-file: load_inline name -> the module the parent built
 
 
 @dataclass(frozen=True)
