@@ -9,7 +9,12 @@
 #      by E's time limit first                                      (issue 2) ~9 min
 #   E: D without the naive chain and with 5 s idle before each edit (the agent's turn, when
 #      the spare children warm up), then defence overhead x3 and pytest -m gpu ~8 min
-# pytest -m gpu needs the openai wheels: carry .whl (see examples/README.md).
+#   G: red-team controls and hacks (hijacks too) and the examples, no faults (issue 12) ~7 min
+#   H: faults, the defences' cost with and without the trusted clock, pytest -m gpu (issues 12, 13) ~8 min
+#   I: six evaluations at once against one alone; single-file build times vs load_inline (issue 13) ~9 min
+#   J: the synthesis filter on 200 candidates; the RL smoke (issues 14, 15) ~9 min
+# pytest -m gpu needs the openai wheels: carry .whl (see examples/README.md); J's RL smoke wants TRL's
+# wheels in .whl too (docs/training.md lists them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -32,5 +37,11 @@ case "${1:-}" in
   F) timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_timing_hold.py 2>&1 | tail -4
      timeout 520 python3 benchmarks/eval_turnaround.py --naive 0 --edits 3 --think 5 \
        --only row_softmax_wide diag_matmul matmul_sum_scale gelu_chain linear_bias_relu 2>&1 | quiet | tail -16 ;;
-  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F" >&2; exit 2 ;;
+  G) timeout 560 bash scripts/gpu-check.sh --skip-faults --skip-pytest --jobs 8 2>&1 | quiet | tail -100 ;;
+  H) timeout 560 bash scripts/gpu-check.sh --skip-redteam --skip-examples --overhead 3 --jobs 8 2>&1 | quiet | tail -40 ;;
+  I) timeout 300 python3 benchmarks/concurrent_timing.py --n 6 2>&1 | quiet | tail -12
+     timeout 260 python3 benchmarks/inline_compile.py --edits 3 2>&1 | quiet | tail -12 ;;
+  J) timeout 330 python3 benchmarks/synth_gpu.py -n 200 --deadline-s 280 2>&1 | quiet | tail -25
+     timeout 230 python3 scripts/rl_gpu_smoke.py --out "$OUT/rl-smoke" 2>&1 | quiet | tail -20 ;;
+  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J" >&2; exit 2 ;;
 esac
