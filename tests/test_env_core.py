@@ -136,7 +136,14 @@ def test_settle_profiles_a_best_that_was_only_verified(env_of):
     assert env.best.result.time_ms == 1.0
 
 
-def test_no_shell_factory_is_a_wiring_error(tmp_path):
-    env = Environment(EnvConfig())
-    with pytest.raises(ValueError, match="shell_factory"):
-        env.reset(Task.from_source(TASK, "relu2"), tmp_path / "run")
+def test_the_default_shell_is_the_sandbox_with_the_workspace_pins(tmp_path, monkeypatch):
+    from cuda_agent.env.shell import PROTECTED_IN_WORKSPACE, make_shell
+    from cuda_agent.sandbox.shell import BashSession as SandboxShell
+
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))
+    sh = make_shell(tmp_path, 5)
+    try:
+        assert isinstance(sh, SandboxShell) and sh._protected == PROTECTED_IN_WORKSPACE
+        assert sh.run("echo $CUDA_AGENT_CACHE").output.strip() == str(tmp_path / "cache")  # tools/* find the task
+    finally:
+        sh.close()
