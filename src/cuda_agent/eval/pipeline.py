@@ -43,8 +43,10 @@ from cuda_agent.eval import warm
 from cuda_agent.eval.build import build
 from cuda_agent.eval.cache import KVCache
 from cuda_agent.eval.config import EvalConfig
+from cuda_agent.eval.env_check import classify as classify_environment
 from cuda_agent.eval.procs import Child, ChildFailure, failure
 from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, Status, TimingStats
+from cuda_agent.eval.result_key import result_key
 from cuda_agent.eval.reward import milestone_reward
 from cuda_agent.eval.runtime_checks import runtime_findings
 from cuda_agent.eval.static_gate import static_findings, workspace_findings
@@ -114,8 +116,8 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
         torch=torch.__version__, precision=cand.task.precision, task_hash=cand.task.hash, candidate_hash=cand.hash,
     )
     cache = KVCache(cache_root() / "eval.sqlite") if cfg.use_cache else None
-    lane = cfg.phase + ("+sanitize" if cfg.sanitize else "")
-    rkey = f"result/{evaluator_fingerprint()}/{cand.task.hash}/{cand.hash}/{res.gpu}/{res.torch}/{lane}"
+    rkey = result_key(evaluator=evaluator_fingerprint(), task_hash=cand.task.hash, candidate_hash=cand.hash,
+                      findings=cand.findings, gpu=res.gpu, torch_version=res.torch, cfg=cfg)
     if cache is not None and cfg.reuse_results and (hit := cache.get(rkey)) is not None:
         out = EvalResult.from_dict(hit)
         out.cache = {**out.cache, "result": True}
@@ -124,9 +126,10 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
         _run(cand, cfg, tmp, gpu, res, cache)
     except _Stop as stop:
         res = stop.result
+    res = classify_environment(res)  # a machine that cannot build: env_error, no reward, not cached
     if cfg.spare_children and gpu is not None:
         warm.prepare(cfg, cand.task.precision)  # the next evaluation's children warm while the caller is idle
-    if cache is not None and res.status not in (Status.TIMEOUT, Status.NO_GPU):
+    if cache is not None and res.status not in (Status.TIMEOUT, Status.NO_GPU, Status.ENV_ERROR):
         cache.put(rkey, res.to_dict())
     return res
 
