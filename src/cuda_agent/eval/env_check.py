@@ -37,7 +37,9 @@ from pathlib import Path
 from cuda_agent.eval.build import CANNOT_RUN, toolchain
 from cuda_agent.eval.result import EvalResult, Status
 
-_MISSING_HEADER = re.compile(r"^\S[^\n]*?:\d+(?::\d+)?: fatal error: (?P<h>[\w./+-]+): No such file or directory$", re.M)
+# "<file>:<line>:<col>: fatal error: <header>: No such file or directory", the whole line: a file
+# name without colons, so an #error message quoting the pattern after "error:" does not match
+_MISSING_HEADER = re.compile(r"^[^\s:][^:\n]*:\d+(?::\d+)?: fatal error: (?P<h>[\w./+-]+): No such file or directory$", re.M)
 _CANNOT_RUN = re.compile(rf"^{re.escape(CANNOT_RUN)} (?P<exe>\S+):", re.M)
 _UNDEFINED = re.compile(r"undefined symbol: (?P<sym>(?:cublas|cudnn)\w*)")
 _SYSTEM_INCLUDE = ("/usr/include", "/usr/local/include")
