@@ -14,7 +14,9 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from cuda_agent.cli.argtypes import positive_int
 from cuda_agent.cli.main import UsageError
+from cuda_agent.cli.phase_display import enabled_for, showing_phases
 
 if TYPE_CHECKING:
     from cuda_agent.eval.lint_task import LintReport
@@ -26,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", help="a task file (class Model, get_inputs, get_init_inputs)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="where the reference runs (cpu: for tests and machines without a GPU)")
-    parser.add_argument("--seeds", type=int, default=5, help="input sets per control (default 5)")
+    parser.add_argument("--seeds", type=positive_int, default=5, help="input sets per control (default 5)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -35,14 +37,13 @@ def run(args: argparse.Namespace) -> int:
     from cuda_agent.task.taskfile import Task
 
     task = Task.from_file(args.task)
-    if args.seeds < 1:
-        raise UsageError("--seeds must be at least 1")
     if args.device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise UsageError("no CUDA GPU is visible; use --device cpu")
-    report = lint_task(task, device=args.device, n_seeds=args.seeds)
+    with showing_phases("lint-task", enabled_for(args.json)):
+        report = lint_task(task, device=args.device, n_seeds=args.seeds)
     if report.error:
         if args.json:
             print(json.dumps(report.to_dict(), indent=2))

@@ -32,6 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cuda_agent.eval.procs import CommandResult, run_command, tail
+from cuda_agent.task.workspace import cache_root
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 MODULE_NAME = "cuda_extension"
@@ -137,11 +138,18 @@ def _cpu_torch_shim(torch_incs: list[str]) -> list[str]:
     if any((Path(d) / rel).exists() for d in torch_incs):
         return []
     shim = Path(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))) / "cuda-agent" / "cpu-torch-shim"
-    f = shim / rel
+    try:
+        _write_shim(shim / rel)
+    except OSError:  # a read-only XDG cache: the evaluator's own cache dir (which says what to do if it fails too)
+        shim = cache_root() / "cpu-torch-shim"
+        _write_shim(shim / rel)
+    return [str(shim)]
+
+
+def _write_shim(f: Path) -> None:
     if not f.exists():
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
-    return [str(shim)]
 
 
 @lru_cache(maxsize=4)

@@ -29,6 +29,7 @@ from typing import Any
 
 from cuda_agent.eval.negative_controls import NEAR_MISS_FACTOR, is_weak
 from cuda_agent.eval.procs import Child, ChildFailure
+from cuda_agent.eval.progress import phase as announce
 from cuda_agent.eval.warm import child_env
 from cuda_agent.task.taskfile import Task
 
@@ -69,6 +70,7 @@ def lint_task(task: Task, *, device: str = "cuda", n_seeds: int = 5, timeout: fl
                  "fixed_seed": secrets.randbits(62), "atol": task.atol, "rtol": task.rtol},
             ]
             for msg in steps:
+                announce("reference" if msg["cmd"] == "setup" else "controls")
                 reply = child.request(msg, timeout)
                 if isinstance(reply, ChildFailure):
                     report.error = f"{msg['cmd']}: {reply.message}"

@@ -45,6 +45,7 @@ from cuda_agent.eval.cache import KVCache
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.env_check import classify as classify_environment
 from cuda_agent.eval.procs import Child, ChildFailure, failure
+from cuda_agent.eval.progress import phase as announce
 from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, Status, TimingStats
 from cuda_agent.eval.result_key import result_key
 from cuda_agent.eval.reward import milestone_reward
@@ -205,6 +206,7 @@ def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalR
     if cand.kind != "workspace":
         return None  # single-file solutions build inside the candidate child (load_inline)
     t0 = time.monotonic()
+    announce("compile")
     # the CPU lane's stand-in GPU has capability "0.0", which no nvcc accepts
     arch = cfg.arch or gpu_mod.arch_from_env() or (gpu.capability if gpu and cfg.device == "cuda" else None) or "9.0"
     b = build(cand.root, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, jobs=cfg.jobs, use_cache=cfg.use_cache)
@@ -231,6 +233,7 @@ def _send(child: Child, res: EvalResult, msg: dict[str, Any], phase: str) -> Non
 
 def _recv(child: Child, res: EvalResult, timeout: float, phase: str, cmd: str) -> dict[str, Any]:
     """The next reply of `child`; the wait is booked to `phase`, with the child's own split."""
+    announce(phase)
     t0 = time.monotonic()
     reply = child.receive(timeout, cmd)
     res.phases_s[phase] = round(res.phases_s.get(phase, 0.0) + time.monotonic() - t0, 3)

@@ -50,12 +50,22 @@ META = ".cuda-agent/task.json"
 INTEGRITY_CHECKED = ("model.py", "binding.cpp", "binding_registry.h")
 
 
+class CacheDirError(OSError):
+    """The cache directory cannot be used (read-only, no space, damaged): the user's to fix."""
+
+
 def cache_root() -> Path:
     base = os.environ.get("CUDA_AGENT_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "cuda-agent"
     )
     p = Path(base)
-    p.mkdir(parents=True, exist_ok=True)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        if not os.access(p, os.W_OK):
+            raise PermissionError(13, "not writable", str(p))
+    except OSError as e:
+        raise CacheDirError(e.errno, f"the cache directory {p} cannot be used ({e.strerror}); set CUDA_AGENT_CACHE "
+                            "to a writable directory") from None
     return p
 
 
@@ -180,7 +190,10 @@ def make_workspace(task: Task, dest: str | Path, *, force: bool = False, solutio
         return InitResult(d, False, "solution" if sol else "template", replace_agent_files(d, sol))
     made = [p for p in (d, *d.parents) if not p.exists()]
     d.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.init-", dir=d.parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.init-", dir=d.parent))
+    except OSError as e:  # name the directory the user gave, not the temporary one
+        raise OSError(e.errno, e.strerror, str(d)) from None
     try:
         _write_protected(task, tmp)
         if sol is not None:
