@@ -12,7 +12,8 @@ import pytest
 import torch
 from conftest import FIXTURES
 
-from cuda_agent.bench.report import build_report, rich_table
+from cuda_agent.bench.report import build_report
+from cuda_agent.bench.report_text import rich_table
 from cuda_agent.bench.store import ResultStore
 from cuda_agent.cli.main import main
 from cuda_agent.eval.result import EvalResult, Status

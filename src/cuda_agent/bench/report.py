@@ -9,7 +9,8 @@ commit, evaluator settings; `bench.environment`). Denominators: every task the b
 except the ones no machine could score yet (status no_gpu or env_error: "not scored", shown
 as such and re-run by the next bench); an unfinished task or one that hit a harness error
 counts as failed, and the notes say how many there are.
-`write_report(report, out_dir)` writes report.md, report.html (`report_html`: header, tables,
+`write_report(report, out_dir)` writes report.md (`report_text`, which also has the terminal
+table), report.html (`report_html`: header, tables,
 SVG figures, a sortable and filterable task table) and report/<task>.html pages (kernels,
 build log, findings, checks, timing, the agent's episode turn by turn; `report_pages`);
 `cuda-agent view` serves the same pages live.
@@ -27,7 +28,6 @@ from typing import Any
 
 from cuda_agent.bench.metrics import (
     OVERALL,
-    REWARD_KEYS,
     GroupMetrics,
     Outcome,
     best_of_trajectory,
@@ -77,6 +77,7 @@ class Report:
     n_evaluations: int = 0
     n_cached: int = 0
     gpus: Counter[str] = field(default_factory=Counter)  # GPU names the evaluations report
+    torches: Counter[str] = field(default_factory=Counter)  # torch versions the evaluations report
     last_finished: float | None = None
 
     @property
@@ -142,7 +143,8 @@ def build_report(run_dir: str | Path) -> Report:
                              ep / "trajectory.jsonl" if (ep / "trajectory.jsonl").is_file() else None)
     rep = Report(run, meta, dict(sorted(tasks.items())), [], sorted(t for t, r in tasks.items() if r.state in ("unfinished", "error")),
                  {t: s[2] for t, s in states.items() if s[1] == "error"}, len(evals), sum(int(r["cached"] or 0) for r in evals),
-                 Counter(r["gpu"] for r in evals if r["gpu"]), max((r["finished"] for r in evals), default=None))
+                 Counter(r["gpu"] for r in evals if r["gpu"]), Counter(r["torch"] for r in evals if r["torch"]),
+                 max((r["finished"] for r in evals), default=None))
     rep.rows = summarize(rep.scored_outcomes, {r.group for r in tasks.values() if r.scored})
     return rep
 
@@ -162,19 +164,6 @@ def fmt_ms(v: float | None) -> str:
 def cells(g: GroupMetrics) -> list[str]:
     return [g.group, str(g.n_tasks), fmt_pct(g.pass_rate), fmt_pct(g.faster_than_eager), fmt_pct(g.faster_than_compile),
             fmt_x(g.geomean_vs_eager), fmt_x(g.geomean_vs_compile)]
-
-
-def rich_table(rep: Report) -> Any:
-    from rich.table import Table
-
-    t = Table(title=f"cuda-agent report: {rep.run_dir}", title_justify="left")
-    for i, c in enumerate(COLUMNS):
-        t.add_column(c, justify="left" if i == 0 else "right")
-    for g in rep.rows:
-        t.add_row(*cells(g), style="bold" if g.group == OVERALL else None)
-    if not rep.scored_outcomes and rep.tasks:
-        t.add_row("not scored", str(len(rep.not_scored)), *["-"] * 5, style="yellow")
-    return t
 
 
 def notes(rep: Report) -> list[str]:
@@ -207,7 +196,8 @@ def header_facts(rep: Report) -> list[tuple[str, str]]:
     return [
         ("suite", f"{rep.meta.get('suite', '?')} ({rep.meta.get('suite_kind', '?')})"),
         ("candidates", str(rep.meta.get("mode", "?"))),
-        ("GPU", gpus), ("driver", env.get("driver") or "-"), ("torch", env.get("torch") or "-"), ("CUDA", cuda),
+        ("GPU", gpus), ("driver", env.get("driver") or "-"),
+        ("torch", ", ".join(rep.torches) or env.get("torch") or "-"), ("CUDA", cuda),
         ("date", f"last evaluation {when}; bench started {env.get('started', '-')}; report written "
                  f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"),
         ("commit", f"cuda-agent {env.get('cuda_agent', '?')} at {env.get('commit') or 'unknown commit'}"),
@@ -218,34 +208,11 @@ def header_facts(rep: Report) -> list[tuple[str, str]]:
     ]
 
 
-def markdown(rep: Report) -> str:
-    lines = [f"# Benchmark report: {rep.run_dir.name}", ""] + [f"- {k}: {v}" for k, v in header_facts(rep)] + [
-        "", "Pass = compiled and correct. Faster = correct and strictly faster than the baseline. Geomean = geometric "
-        "mean of baseline time / candidate time over correct tasks. Overall = weighted by task count. Per task the best "
-        "evaluation counts.", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(cells(g)) + " |" for g in rep.rows]
-    lines += [""] + [f"> {n}" for n in notes(rep)]
-    keys = [*REWARD_KEYS, "not scored", "unfinished"]
-    lines += ["", "## Rewards (tasks per value)", "", "| level | " + " | ".join(keys) + " |", "|" + "---|" * (len(keys) + 1)]
-    lines += [f"| {g} | " + " | ".join(str(c[k]) for k in keys) + " |" for g, c in rep.reward_counts().items()]
-    for attr, name in (("speedup_vs_eager", "eager"), ("speedup_vs_compile", "torch.compile")):
-        lines += ["", f"## fast_p vs {name} (share of tasks correct and more than p times faster)", "",
-                  "| level | " + " | ".join(f"p={p:g}" for p in FAST_P) + " |", "|" + "---|" * (len(FAST_P) + 1)]
-        lines += [f"| {g} | " + " | ".join(fmt_pct(v) for v in vals) + " |" for g, vals in rep.fast_p_table(attr).items()]
-    lines += ["", "## Tasks", "", "| task | level | status | reward | ms | eager ms | compile ms | vs eager | vs compile |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    for r in rep.tasks.values():
-        o = r.outcome
-        lines.append(f"| {r.task_id} | {r.group} | {o.status or r.state} | {'-' if o.reward is None else o.reward} | "
-                     f"{fmt_ms(r.ms('time_ms'))} | {fmt_ms(r.ms('eager_ms'))} | {fmt_ms(r.ms('compile_ms'))} | "
-                     f"{fmt_x(o.speedup_vs_eager)} | {fmt_x(o.speedup_vs_compile)} |")
-    return "\n".join(lines) + "\n"
-
-
 def write_report(rep: Report, out_dir: str | Path | None = None) -> tuple[Path, Path]:
     """report.md, report.html and report/<task>.html pages in `out_dir` (default: the run dir)."""
     from cuda_agent.bench.report_html import html_page
     from cuda_agent.bench.report_pages import episode_page, task_page
+    from cuda_agent.bench.report_text import markdown
 
     out = Path(out_dir) if out_dir is not None else rep.run_dir
     out.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child,th:f
 th.sort{cursor:pointer;user-select:none;background:#f4f4f4}th.sort[data-dir=asc]::after{content:" \\25B2"}
 th.sort[data-dir=desc]::after{content:" \\25BC"}.note{color:#a60}.facts td{text-align:left}.facts td:first-child{font-weight:bold}
 tr.not_scored td{color:#888}tr.fail td.status{color:#c00}.controls{margin:.5em 0}.controls *{margin-right:1em}
-.figs{display:flex;flex-wrap:wrap;gap:1em}code{background:#f4f4f4;padding:0 3px}"""
+.figs{display:flex;flex-wrap:wrap;gap:1em}code{background:#f4f4f4;padding:0 3px}#tasks td:last-child{text-align:left}"""
 
 JS = """(function(){
 const table=document.getElementById('tasks'),body=table.tBodies[0],rows=Array.from(body.rows);

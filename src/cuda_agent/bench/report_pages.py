@@ -64,7 +64,7 @@ def task_page(rep: Report, r: TaskRow) -> str:
     if t:
         summary.append(("timing", f"median {t.get('median_ms'):.4g} ms, mean {t.get('mean_ms'):.4g}, min {t.get('min_ms'):.4g}, "
                                   f"cv {t.get('cv', 0):.1%}, n={t.get('n')}, rounds {t.get('rounds')}, host enqueue "
-                                  f"{t.get('enqueue_ms')} ms, stream hold {t.get('hold_ms')} ms"))
+                                  f"{_g(t.get('enqueue_ms'))} ms, stream hold {_g(t.get('hold_ms'))} ms (device time counts)"))
     summary += [("GPU", res.get("gpu")), ("torch", res.get("torch")), ("precision", res.get("precision")),
                 ("phases (s)", ", ".join(f"{k} {v}" for k, v in (res.get("phases_s") or {}).items() if "." not in k) or "-"),
                 ("from a cache", ", ".join(k for k, v in (res.get("cache") or {}).items() if v) or "nothing"),

@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from cuda_agent.bench.report import build_report, notes, rich_table, write_report
+    from cuda_agent.bench.report import build_report, notes, write_report
+    from cuda_agent.bench.report_text import rich_table
     from cuda_agent.bench.runner import run_bench
     from cuda_agent.eval.config import EvalConfig
     from cuda_agent.pool.local import HarnessError, make_pool, visible_gpus

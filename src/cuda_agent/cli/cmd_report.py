@@ -28,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from cuda_agent.bench.report import build_report, notes, rich_table, write_report
+    from cuda_agent.bench.report import build_report, notes, write_report
+    from cuda_agent.bench.report_text import rich_table
 
     if not Path(args.run_dir).is_dir():
         raise FileNotFoundError(f"run directory not found: {args.run_dir}")
