@@ -197,6 +197,21 @@ def test_view_serves_live_pages_on_localhost_only(run_dir):
         server.server_close()
 
 
+def test_view_of_an_optimize_run_shows_its_episode(run_dir):
+    episode_dir = run_dir / "episodes" / "l1_slow"
+    server = make_server(episode_dir, 0)
+    host, port = server.server_address[:2]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/") as r:
+            assert r.url.endswith("/episode.html") and b"nvcc --version" in r.read()
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(f"http://{host}:{port}/report.html")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.mark.skipif(not can_mount_read_only(), reason="needs unprivileged user and mount namespaces")
 def test_report_of_a_read_only_run_writes_nothing_there(run_dir, tmp_path):
     before = sorted(p.name for p in run_dir.iterdir())

@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from cuda_agent.bench.report import build_report, notes, write_report
     from cuda_agent.bench.report_text import rich_table
     from cuda_agent.bench.runner import run_bench
+    from cuda_agent.bench.store import ResultStore
     from cuda_agent.eval.config import EvalConfig
     from cuda_agent.pool.local import HarnessError, make_pool, visible_gpus
     from cuda_agent.task.suites import load_suite
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timed_calls is not None:
         cfg.n_timed = args.timed_calls
     agent = _agent_spec(args) if args.model else None
+    ResultStore(args.output)  # a read-only -o or a damaged results.sqlite: one line now, before any work
     try:
         pool = make_pool(ray=args.ray, slots=args.gpus, device=args.device, compile_workers=args.compile_workers)
     except (HarnessError, ValueError) as e:
