@@ -46,7 +46,10 @@ def test_solutions_are_not_rejected_by_form(text):
 def test_workspace_form_needs_kernels_and_more_than_the_template():
     tpl = template_text("model_new.py")
     found = form_findings({"model_new.py": tpl}, single_file=False, template=tpl)
-    assert {f.file for f in found} == {"model_new.py", "kernels/"}
+    assert [(f.file, f.severity.value) for f in found] == [("kernels/", "reject")] and "nothing is written yet" in found[0].message
+    early = form_findings({"model_new.py": tpl, **KERNELS}, single_file=False, template=tpl)  # kernels first: still builds
+    assert [(f.file, f.severity.value) for f in early] == [("model_new.py", "warn")]
+    assert [f.file for f in form_findings({"model_new.py": GOOD}, single_file=False, template=tpl)] == ["kernels/"]
     assert form_findings({"model_new.py": GOOD}, single_file=True) == []  # a single file has no kernels/
     assert "no model_new.py" in form_findings({}, single_file=False)[0].message
 
@@ -80,4 +83,4 @@ def test_check_of_a_task_file_says_it_is_a_task(capsys):
 def test_fresh_workspace_is_not_clean(tmp_path, cache_env, capsys):
     ws = init_workspace(Task.from_file(LANE / "task.py"), tmp_path / "fresh")
     assert main(["check", str(ws)]) == 1
-    assert "still the template" in capsys.readouterr().out
+    assert "nothing is written yet" in capsys.readouterr().out
