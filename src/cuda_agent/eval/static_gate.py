@@ -3,7 +3,7 @@
 Contract: `static_findings` returns the findings of the static rules for the
 agent-written sources (workspace form) or for one single-file solution, led by
 the shape checks of `solution_form` (what is not a solution at all: empty,
-binary, unparseable, no ModelNew, a task file, the untouched template, no kernels).
+binary, unparseable, no ModelNew, a task file, no kernels; the untouched template with kernels is a warning).
 `workspace_findings` adds the integrity findings of staging (a modified
 protected file rejects; a missing pristine copy is only noted) to the static
 ones, so the evaluator and `check` judge a workspace the same way.
