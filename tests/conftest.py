@@ -47,3 +47,25 @@ def cache_env(shared_cache, tmp_path, monkeypatch) -> Path:
     return private
 
 
+
+
+def can_mount_read_only() -> bool:
+    """Whether `run_read_only` works here (an unprivileged user+mount namespace)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("unshare") is None:
+        return False
+    p = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", "mount --bind / /mnt 2>/dev/null "
+                        "|| mount --bind /tmp /tmp"], capture_output=True)
+    return p.returncode == 0
+
+
+def run_read_only(directory: Path, argv: list[str], env: dict[str, str] | None = None, timeout: float = 300):
+    """Run `argv` with `directory` read-only for it, even as root (chmod does not stop root):
+    a read-only bind mount in a private user and mount namespace. Returns the CompletedProcess."""
+    import subprocess
+
+    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, str(directory), *argv],
+                          capture_output=True, text=True, env=env, timeout=timeout)

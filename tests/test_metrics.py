@@ -95,3 +95,14 @@ def test_geomean():
     assert geomean([4.0, 1.0]) == pytest.approx(2.0)
     with pytest.raises(ValueError):
         geomean([1.0, 0.0])
+
+
+def test_fast_p_curve_and_reward_counts():
+    from cuda_agent.bench.metrics import fast_p, fast_p_points, reward_counts
+
+    rows = [Outcome("a", "g", True, 3.0, 2.0, 3), Outcome("b", "g", True, 0.5, 0.5, 1), Outcome("c", "g", False, reward=-1),
+            Outcome("d", "g", True, None, None, None), Outcome("e", "g", True, 2.0, 2.0, 2)]
+    assert fast_p(rows, 0.0) == 3 / 5 and fast_p(rows, 1.0) == 2 / 5 and fast_p(rows, 2.0) == 0.0  # strictly faster than p
+    assert fast_p(rows, 1.0, "speedup_vs_eager") == 2 / 5 and fast_p([], 1.0) is None
+    assert fast_p_points(rows) == [(0.0, 3 / 5), (0.5, 2 / 5), (2.0, 0.0)]  # the two 2.0x drop together
+    assert reward_counts(rows) == {"3": 1, "2": 1, "1": 1, "-1": 1, "none": 1}

@@ -16,6 +16,12 @@ Definitions (CUDA Agent paper, KernelBench levels 1-3):
   the agent's RUN_DIR/best: timed first, then reward, then speedup vs
   compile, then vs eager); a task with no correct outcome counts as failed.
 
+- fast_p (KernelBench): the share of tasks that are correct and more than p
+  times faster than the baseline (speedup t0 / t > p), over all tasks; fast_0
+  is the share correct and timed, fast_1 the faster-than rate above.
+  `fast_p_points` gives the whole curve as a step function of p.
+- reward counts: how many tasks' best outcome earned each reward value.
+
 Edge cases: a group with no tasks has rates None and weight 0; no correct
 task (or no timed correct task) gives geomean None; a correct task without a
 speedup (not timed) counts for pass but neither as faster nor in a geomean.
@@ -40,6 +46,7 @@ class Outcome:
     speedup_vs_compile: float | None = None
     reward: int | None = None
     status: str = ""
+    row: int | None = None  # the evaluation it came from (results.sqlite evaluations.id), for reports
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,40 @@ def summarize(outcomes: Iterable[Outcome], groups: Iterable[str] = ()) -> list[G
 def _order(g: str) -> tuple[int, str]:
     digits = g.removeprefix("level")
     return (int(digits), "") if g.startswith("level") and digits.isdigit() else (1 << 30, g)
+
+
+def fast_p(outcomes: Iterable[Outcome], p: float, attr: str = "speedup_vs_compile") -> float | None:
+    """KernelBench's fast_p: correct tasks with speedup > p, over all tasks (None without tasks)."""
+    rows = list(outcomes)
+    if not rows:
+        return None
+    return sum(1 for o in rows if o.correct and (s := getattr(o, attr)) is not None and s > p) / len(rows)
+
+
+def fast_p_points(outcomes: Iterable[Outcome], attr: str = "speedup_vs_compile") -> list[tuple[float, float]]:
+    """The fast_p curve as (p, share) corners: the share holds for p from one corner's p up to (not
+    including) the next; the first corner is p = 0, the last p = the largest speedup (share 0)."""
+    rows = list(outcomes)
+    if not rows:
+        return []
+    speeds = sorted(s for o in rows if o.correct and (s := getattr(o, attr)) is not None and s > 0)
+    points = [(0.0, len(speeds) / len(rows))]
+    for i, s in enumerate(speeds):
+        if i + 1 < len(speeds) and speeds[i + 1] == s:
+            continue  # ties drop together
+        points.append((s, sum(1 for v in speeds if v > s) / len(rows)))
+    return points
+
+
+REWARD_KEYS = ("3", "2", "1", "-1", "none")
+
+
+def reward_counts(outcomes: Iterable[Outcome]) -> dict[str, int]:
+    """How many outcomes earned each reward ("none": not decided, e.g. correct but not timed)."""
+    out = dict.fromkeys(REWARD_KEYS, 0)
+    for o in outcomes:
+        out["none" if o.reward is None else str(o.reward)] += 1
+    return out
 
 
 def rank(o: Outcome) -> tuple[int, int, int, float, float]:

@@ -1,91 +1,180 @@
-"""The report of a bench run: the paper's metrics table, Markdown and HTML with plots.
+"""The report of a bench run: what was measured, on what, and the paper's metrics.
 
-Contract: `build_report(run_dir)` reads RUN_DIR/results.sqlite and returns a
-`Report`: per task the best outcome of its evaluations (best of trajectory;
-stored solutions have one), the metric rows (per group, then overall; see
-`metrics`), and counts of tasks still unfinished. The denominator is every
-task the bench planned: an unfinished task or one that hit a harness error
-counts as failed, and the report says how many there are.
-`write_report(report)` writes RUN_DIR/report.md and RUN_DIR/report.html; the
-HTML embeds two PNG plots as base64 (speedup distribution per group, per-task
-speedup bars) when matplotlib is installed, and says so when it is not.
-Not guaranteed: a stable layout of the HTML; parse results.sqlite, not it.
+Contract: `build_report(run_dir)` reads RUN_DIR/results.sqlite (read-only: nothing is written
+to the run dir) and returns a `Report`: per task a `TaskRow` from its best evaluation (best of
+trajectory; stored solutions have one) with absolute times, speedups, status, reward, the
+full `EvalResult`, and where its kernels and episode are; the metric rows per group, then
+overall (`metrics`); reward counts; and the run's environment (GPU, driver, torch, CUDA,
+commit, evaluator settings; `bench.environment`). Denominators: every task the bench planned
+except the ones no machine could score yet (status no_gpu or env_error: "not scored", shown
+as such and re-run by the next bench); an unfinished task or one that hit a harness error
+counts as failed, and the notes say how many there are.
+`write_report(report, out_dir)` writes report.md (`report_text`, which also has the terminal
+table), report.html (`report_html`: header, tables,
+SVG figures, a sortable and filterable task table) and report/<task>.html pages (kernels,
+build log, findings, checks, timing, the agent's episode turn by turn; `report_pages`);
+`cuda-agent view` serves the same pages live.
+Not guaranteed: a stable layout of the HTML or Markdown; parse results.sqlite, not them.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import io
+import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.bench.metrics import OVERALL, GroupMetrics, Outcome, best_of_trajectory, summarize
-from cuda_agent.bench.store import ResultStore
+from cuda_agent.bench.metrics import (
+    OVERALL,
+    GroupMetrics,
+    Outcome,
+    best_of_trajectory,
+    fast_p,
+    reward_counts,
+    summarize,
+)
+from cuda_agent.bench.store import ResultStore, safe_name
+from cuda_agent.eval.result import NOT_SCORED
 
 COLUMNS = ("level", "tasks", "pass", "faster than eager", "faster than compile", "geomean vs eager", "geomean vs compile")
+FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0, 5.0, 10.0)  # the p values tabulated (the figure has the whole curve)
+_UNSCORED = {s.value for s in NOT_SCORED}
+
+
+@dataclass
+class TaskRow:
+    task_id: str
+    group: str
+    state: str  # done | not_scored | error | unfinished
+    outcome: Outcome
+    result: dict[str, Any] | None = None  # the best evaluation's EvalResult.to_dict()
+    n_evaluations: int = 0
+    candidate_dir: Path | None = None  # the scored kernels (RUN_DIR/candidates/<id> or episodes/<id>/best)
+    episode: Path | None = None  # RUN_DIR/episodes/<id>/trajectory.jsonl
+
+    @property
+    def scored(self) -> bool:
+        return self.state != "not_scored" and self.outcome.status not in _UNSCORED
+
+    @property
+    def page(self) -> str:
+        return f"report/{safe_name(self.task_id)}.html"
+
+    def ms(self, key: str) -> float | None:
+        return (self.result or {}).get(key)
 
 
 @dataclass
 class Report:
     run_dir: Path
     meta: dict[str, Any]
-    best: dict[str, Outcome]
+    tasks: dict[str, TaskRow]
     rows: list[GroupMetrics]
     unfinished: list[str] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     n_evaluations: int = 0
     n_cached: int = 0
+    gpus: Counter[str] = field(default_factory=Counter)  # GPU names the evaluations report
+    torches: Counter[str] = field(default_factory=Counter)  # torch versions the evaluations report
+    last_finished: float | None = None
+
+    @property
+    def best(self) -> dict[str, Outcome]:
+        return {t: r.outcome for t, r in self.tasks.items()}
+
+    @property
+    def not_scored(self) -> list[str]:
+        return [t for t, r in self.tasks.items() if not r.scored]
+
+    @property
+    def scored_outcomes(self) -> list[Outcome]:
+        return [r.outcome for r in self.tasks.values() if r.scored]
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        """The latest session's environment (`bench.environment.describe`), {} for older runs."""
+        env = self.meta.get("environment") or []
+        return env[-1] if isinstance(env, list) and env else {}
+
+    def groups(self) -> list[str]:
+        return [g.group for g in self.rows if g.group != OVERALL]
+
+    def reward_counts(self) -> dict[str, dict[str, int]]:
+        """group (and overall) -> reward value -> tasks, over scored tasks, plus not scored / unfinished."""
+        out = {}
+        for g in [*self.groups(), OVERALL]:
+            rows = [r for r in self.tasks.values() if g == OVERALL or r.group == g]
+            counts = reward_counts(r.outcome for r in rows if r.scored and r.state != "unfinished")
+            counts["not scored"] = sum(not r.scored for r in rows)
+            counts["unfinished"] = sum(r.state in ("unfinished", "error") for r in rows)
+            out[g] = counts
+        return out
+
+    def fast_p_table(self, attr: str) -> dict[str, list[float | None]]:
+        by = {g: [r.outcome for r in self.tasks.values() if r.scored and r.group == g] for g in self.groups()}
+        by[OVERALL] = self.scored_outcomes
+        return {g: [fast_p(rows, p, attr) for p in FAST_P] for g, rows in by.items()}
 
 
 def build_report(run_dir: str | Path) -> Report:
     store = ResultStore.open_existing(run_dir)
+    run = Path(run_dir)
     meta = store.meta()
     planned: dict[str, str] = meta.get("planned", {})
     states = store.task_states()
     evals = store.rows()
+    by_id = {r["id"]: r for r in evals}
+    counts = Counter(r["task_id"] for r in evals)
     best = best_of_trajectory(store.outcomes())
-    unfinished = sorted(t for t in planned if states.get(t, ("", "", ""))[1] != "done")
-    errors = {t: s[2] for t, s in states.items() if s[1] == "error"}
-    for tid, group in planned.items():
-        if tid not in best:
-            best[tid] = Outcome(tid, group, False, status="error" if tid in errors else "not_run")
-    groups = set(planned.values())
-    rows = summarize(best.values(), groups)
-    return Report(Path(run_dir), meta, dict(sorted(best.items())), rows, unfinished, errors,
-                  len(evals), sum(int(r["cached"] or 0) for r in evals))
+    tasks: dict[str, TaskRow] = {}
+    for tid, group in {**{t: s[0] for t, s in states.items()}, **planned}.items():
+        state = states.get(tid, ("", "unfinished", ""))[1]
+        o = best.get(tid) or Outcome(tid, group, False, status="error" if state == "error" else "not_run")
+        row = by_id.get(o.row) if o.row is not None else None
+        result = json.loads(row["result_json"]) if row and row.get("result_json") else None
+        if row and result is None:  # e.g. no_solution rows carry only a message
+            result = {"status": row["status"], "message": row["message"] or ""}
+        cand = run / "candidates" / safe_name(tid)
+        ep = run / "episodes" / tid
+        tasks[tid] = TaskRow(tid, group, state if state in ("done", "not_scored", "error") else "unfinished", o, result,
+                             counts[tid], cand if cand.is_dir() else (ep / "best" if (ep / "best").is_dir() else None),
+                             ep / "trajectory.jsonl" if (ep / "trajectory.jsonl").is_file() else None)
+    rep = Report(run, meta, dict(sorted(tasks.items())), [], sorted(t for t, r in tasks.items() if r.state in ("unfinished", "error")),
+                 {t: s[2] for t, s in states.items() if s[1] == "error"}, len(evals), sum(int(r["cached"] or 0) for r in evals),
+                 Counter(r["gpu"] for r in evals if r["gpu"]), Counter(r["torch"] for r in evals if r["torch"]),
+                 max((r["finished"] for r in evals), default=None))
+    rep.rows = summarize(rep.scored_outcomes, {r.group for r in tasks.values() if r.scored})
+    return rep
 
 
-def _pct(v: float | None) -> str:
+def fmt_pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f} %"
 
 
-def _x(v: float | None) -> str:
+def fmt_x(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
 
+def fmt_ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
 def cells(g: GroupMetrics) -> list[str]:
-    return [g.group, str(g.n_tasks), _pct(g.pass_rate), _pct(g.faster_than_eager), _pct(g.faster_than_compile),
-            _x(g.geomean_vs_eager), _x(g.geomean_vs_compile)]
-
-
-def rich_table(rep: Report) -> Any:
-    from rich.table import Table
-
-    t = Table(title=f"cuda-agent report: {rep.run_dir}", title_justify="left")
-    for i, c in enumerate(COLUMNS):
-        t.add_column(c, justify="left" if i == 0 else "right")
-    for g in rep.rows:
-        t.add_row(*cells(g), style="bold" if g.group == OVERALL else None)
-    return t
+    return [g.group, str(g.n_tasks), fmt_pct(g.pass_rate), fmt_pct(g.faster_than_eager), fmt_pct(g.faster_than_compile),
+            fmt_x(g.geomean_vs_eager), fmt_x(g.geomean_vs_compile)]
 
 
 def notes(rep: Report) -> list[str]:
     out = []
+    if rep.not_scored:
+        why = Counter(rep.tasks[t].outcome.status or rep.tasks[t].state for t in rep.not_scored)
+        out.append(f"{len(rep.not_scored)} of {len(rep.tasks)} task(s) not scored ({', '.join(f'{k}: {v}' for k, v in why.items())}): "
+                   "this machine could not score them, so they are left out of every rate; rerun `cuda-agent bench` "
+                   "with the same -o where a CUDA GPU is visible (env_error: fix what the message names first)")
     if rep.unfinished:
-        out.append(f"{len(rep.unfinished)} of {len(rep.best)} task(s) not finished; they count as failed "
+        out.append(f"{len(rep.unfinished)} of {len(rep.tasks)} task(s) not finished; they count as failed "
                    f"(rerun `cuda-agent bench` with the same -o to finish them)")
     if rep.errors:
         out.append(f"{len(rep.errors)} task(s) hit a harness error: {', '.join(sorted(rep.errors)[:5])}")
@@ -94,99 +183,45 @@ def notes(rep: Report) -> list[str]:
     return out
 
 
-def markdown(rep: Report) -> str:
-    lines = [f"# Benchmark report: {rep.run_dir.name}", "",
-             f"- suite: `{rep.meta.get('suite', '?')}` ({rep.meta.get('suite_kind', '?')})",
-             f"- candidates: `{rep.meta.get('mode', '?')}`",
-             f"- evaluations stored: {rep.n_evaluations} ({rep.n_cached} answered by the evaluator's result cache)",
-             f"- written: {time.strftime('%Y-%m-%d %H:%M:%S')}", "",
-             "Pass = compiled and correct. Faster = correct and strictly faster than the baseline. "
-             "Geomean = geometric mean of baseline time / candidate time over correct tasks. "
-             "Overall = weighted by task count. Per task the best evaluation counts.", "",
-             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(cells(g)) + " |" for g in rep.rows]
-    lines += [""] + [f"> {n}" for n in notes(rep)] + ["", "## Per task", "",
-                                                      "| task | group | status | reward | vs eager | vs compile |",
-                                                      "|---|---|---|---|---|---|"]
-    for o in rep.best.values():
-        lines.append(f"| {o.task_id} | {o.group} | {o.status or ('ok' if o.correct else 'failed')} | "
-                     f"{'-' if o.reward is None else o.reward} | {_x(o.speedup_vs_eager)} | {_x(o.speedup_vs_compile)} |")
-    return "\n".join(lines) + "\n"
+def header_facts(rep: Report) -> list[tuple[str, str]]:
+    """(label, value) lines of the report's header."""
+    env = rep.environment
+    gpus = ", ".join(f"{g} ({n} evaluations)" for g, n in rep.gpus.most_common()) or ", ".join(env.get("gpus") or []) or "none"
+    cuda = " / ".join(x for x in (f"torch built with CUDA {env['torch_cuda']}" if env.get("torch_cuda") else "",
+                                  f"nvcc {env['nvcc']}" if env.get("nvcc") else "") if x) or "-"
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rep.last_finished)) if rep.last_finished else "-"
+    settings = env.get("settings")
+    shown = ", ".join(f"{k}={v}" for k, v in settings.items() if k not in ("timing", "tolerance", "reward")) if settings else \
+        "not recorded (a run made before cuda-agent recorded its settings)"
+    return [
+        ("suite", f"{rep.meta.get('suite', '?')} ({rep.meta.get('suite_kind', '?')})"),
+        ("candidates", str(rep.meta.get("mode", "?"))),
+        ("GPU", gpus), ("driver", env.get("driver") or "-"),
+        ("torch", ", ".join(rep.torches) or env.get("torch") or "-"), ("CUDA", cuda),
+        ("date", f"last evaluation {when}; bench started {env.get('started', '-')}; report written "
+                 f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"),
+        ("commit", f"cuda-agent {env.get('cuda_agent', '?')} at {env.get('commit') or 'unknown commit'}"),
+        ("evaluator", shown),
+        ("timing", (settings or {}).get("timing", "-")), ("correctness", (settings or {}).get("tolerance", "-")),
+        ("reward", (settings or {}).get("reward", "-")),
+        ("evaluations", f"{rep.n_evaluations} stored, {rep.n_cached} answered by the evaluator's result cache"),
+    ]
 
 
-def plots(rep: Report) -> dict[str, bytes]:
-    """name -> PNG bytes; empty when matplotlib is missing."""
-    try:
-        import matplotlib
+def write_report(rep: Report, out_dir: str | Path | None = None) -> tuple[Path, Path]:
+    """report.md, report.html and report/<task>.html pages in `out_dir` (default: the run dir)."""
+    from cuda_agent.bench.report_html import html_page
+    from cuda_agent.bench.report_pages import episode_page, task_page
+    from cuda_agent.bench.report_text import markdown
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return {}
-    out: dict[str, bytes] = {}
-    groups = [g.group for g in rep.rows if g.group != OVERALL]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, attr, name in ((axes[0], "speedup_vs_eager", "eager"), (axes[1], "speedup_vs_compile", "torch.compile")):
-        data = [[getattr(o, attr) for o in rep.best.values() if o.group == g and o.correct and getattr(o, attr)] for g in groups]
-        shown = [(g, d) for g, d in zip(groups, data, strict=True) if d]
-        if shown:
-            ax.boxplot([d for _, d in shown], tick_labels=[g for g, _ in shown], showmeans=True)
-            for i, (_, d) in enumerate(shown, start=1):
-                ax.scatter([i] * len(d), d, s=10, alpha=0.6)
-            ax.set_yscale("log")
-        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-        ax.set_title(f"speedup vs {name} (correct tasks)")
-        ax.set_ylabel("baseline time / candidate time")
-    fig.tight_layout()
-    out["speedup_distribution"] = _png(fig, plt)
-    tasks = list(rep.best.values())
-    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(tasks) + 2), 4))
-    vals = [o.speedup_vs_compile if o.correct and o.speedup_vs_compile else 0.0 for o in tasks]
-    colors = ["tab:green" if v > 1 else ("tab:orange" if v > 0 else "tab:red") for v in vals]
-    ax.bar(range(len(tasks)), [v if v > 0 else 0.02 for v in vals], color=colors)
-    ax.set_xticks(range(len(tasks)), [o.task_id for o in tasks], rotation=70, ha="right", fontsize=7)
-    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-    if any(v > 0 for v in vals):
-        ax.set_yscale("log")
-    ax.set_ylabel("speedup vs torch.compile")
-    ax.set_title("per task (red: failed, orange: correct but not faster, green: faster)")
-    fig.tight_layout()
-    out["per_task"] = _png(fig, plt)
-    return out
-
-
-def _png(fig: Any, plt: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def html_page(rep: Report, images: dict[str, bytes]) -> str:
-    e = html.escape
-    head = "".join(f"<th>{e(c)}</th>" for c in COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells(g)) + "</tr>" for g in rep.rows)
-    tasks = "".join(
-        f"<tr><td>{e(o.task_id)}</td><td>{e(o.group)}</td><td>{e(o.status or '')}</td>"
-        f"<td>{'-' if o.reward is None else o.reward}</td><td>{_x(o.speedup_vs_eager)}</td><td>{_x(o.speedup_vs_compile)}</td></tr>"
-        for o in rep.best.values())
-    imgs = "".join(f'<h2>{e(k.replace("_", " "))}</h2><img alt="{e(k)}" src="data:image/png;base64,'
-                   f'{base64.b64encode(v).decode()}">' for k, v in images.items())
-    if not images:
-        imgs = "<p>plots need matplotlib (pip install 'cuda-agent[report]')</p>"
-    note = "".join(f"<p class=note>{e(n)}</p>" for n in notes(rep))
-    return (f"<!doctype html><html><head><meta charset=utf-8><title>cuda-agent report {e(rep.run_dir.name)}</title>"
-            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-            "padding:3px 8px;text-align:right}td:first-child{text-align:left}.note{color:#a60}</style></head><body>"
-            f"<h1>Benchmark report: {e(rep.run_dir.name)}</h1><p>suite <code>{e(str(rep.meta.get('suite')))}</code>, "
-            f"candidates <code>{e(str(rep.meta.get('mode')))}</code>, {rep.n_evaluations} evaluations</p>"
-            f"<table><tr>{head}</tr>{body}</table>{note}{imgs}<h2>per task</h2>"
-            "<table><tr><th>task</th><th>group</th><th>status</th><th>reward</th><th>vs eager</th><th>vs compile</th></tr>"
-            f"{tasks}</table></body></html>\n")
-
-
-def write_report(rep: Report) -> tuple[Path, Path]:
-    md, page = rep.run_dir / "report.md", rep.run_dir / "report.html"
+    out = Path(out_dir) if out_dir is not None else rep.run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    md, page = out / "report.md", out / "report.html"
     md.write_text(markdown(rep))
-    page.write_text(html_page(rep, plots(rep)))
+    (out / "report").mkdir(exist_ok=True)
+    for r in rep.tasks.values():
+        (out / r.page).write_text(task_page(rep, r))
+        if r.episode is not None:
+            (out / r.page.replace(".html", ".episode.html")).write_text(episode_page(r.episode, back=f"{Path(r.page).name}"))
+    page.write_text(html_page(rep))
     return md, page

@@ -6,8 +6,15 @@ Contract of `run_bench`:
   moment it lands, then the task is marked done, so an interrupted or crashed
   bench keeps everything finished and a rerun does only the rest. A harness
   failure of one job (worker died, bug) marks only that task "error"; a rerun
-  retries it. A task without a solution is recorded as a failed task
-  ("no_solution"), because the paper's rates are over all tasks.
+  retries it. A result that says nothing about the candidate (no_gpu on a
+  machine without a GPU, env_error) is kept but marks the task "not_scored",
+  so a rerun where it can be scored evaluates it. A task without a solution is
+  recorded as a failed task ("no_solution"), because the paper's rates are
+  over all tasks.
+- The run's meta keeps `environment` (bench.environment: GPU, driver, torch,
+  CUDA, commit, settings; a list, one entry per session), and
+  RUN_DIR/candidates/<task_id>/ a copy of each stored solution's files, so a
+  report can show the kernels that were scored even after the folder changes.
 - Solutions (`solutions=DIR`), looked up per task in this order:
   1. DIR/<task_id>/model_new.py (+ kernels/): workspace form;
   2. DIR/<task_id>/solution/model_new.py: the bundled examples' layout;
@@ -36,12 +43,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.bench.store import ResultStore
+from cuda_agent.bench.environment import describe
+from cuda_agent.bench.store import ResultStore, safe_name
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.result import EvalResult
+from cuda_agent.eval.result import NOT_SCORED, EvalResult
 from cuda_agent.pool.jobs import EvalJob
 from cuda_agent.pool.local import LocalPool, Pool
 from cuda_agent.task.suites import Suite, SuiteItem
+from cuda_agent.task.workspace import SOURCE_SUFFIXES
 
 
 @dataclass
@@ -60,6 +69,7 @@ class BenchSummary:
     finished: int
     errors: list[tuple[str, str]] = field(default_factory=list)  # (task_id, message)
     missing: list[str] = field(default_factory=list)
+    not_scored: list[tuple[str, str]] = field(default_factory=list)  # (task_id, status): no_gpu, env_error
     wall_s: float = 0.0
 
 
@@ -84,6 +94,20 @@ def find_solution(item: SuiteItem, d: Path) -> tuple[str, Path] | None:
     return None
 
 
+def snapshot_candidate(kind: str, path: Path, dest: Path) -> None:
+    """Copy what is scored (model_new.py and kernels/ sources, or the single file) into the run dir."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    if kind == "single_file":
+        shutil.copy(path, dest / path.name)
+        return
+    shutil.copy(path / "model_new.py", dest / "model_new.py")
+    if (path / "kernels").is_dir():
+        shutil.copytree(path / "kernels", dest / "kernels",
+                        ignore=lambda d, names: [n for n in names if not (Path(d, n).is_dir() or n.endswith(SOURCE_SUFFIXES + (".py",)))])
+
+
 def _job(item: SuiteItem, kind: str, path: Path, cfg: EvalConfig) -> EvalJob:
     if kind == "workspace":
         return EvalJob(task=item.task, workdir=path, phase="profile", config=cfg, label=item.task_id)
@@ -104,7 +128,8 @@ def run_bench(suite: Suite, run_dir: str | Path, *, solutions: str | Path | None
     store.check_meta(suite=str(suite.root.resolve() if suite.root else suite.name), suite_kind=suite.kind, mode=mode)
     planned = dict(store.meta().get("planned", {}))
     planned.update({i.task_id: i.group for i in suite})
-    store.set_meta(planned=planned, device=cfg.device)
+    sessions = store.meta().get("environment", [])
+    store.set_meta(planned=planned, device=cfg.device, environment=[*sessions, describe(cfg)])
     done = store.done_ids()
     todo = [i for i in suite if i.task_id not in done]
     summary = BenchSummary(Path(run_dir), len(suite), len(suite) - len(todo), 0)
@@ -146,6 +171,7 @@ def _solutions(todo: list[SuiteItem], d: Path, pool: Pool, cfg: EvalConfig, stor
             summary.missing.append(item.task_id)
             landed(item.task_id)
             continue
+        snapshot_candidate(*found, store.run_dir / "candidates" / safe_name(item.task_id))
         pending[pool.submit(_job(item, *found, cfg))] = (item, time.time())
     while pending:
         finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
@@ -159,7 +185,11 @@ def _solutions(todo: list[SuiteItem], d: Path, pool: Pool, cfg: EvalConfig, stor
                 summary.errors.append((item.task_id, msg))
             else:
                 store.record(item.task_id, item.group, res, phase="profile", source="solution", started=started)
-                store.finish(item.task_id, item.group, "done", res.status.value)
+                if res.status in NOT_SCORED:
+                    store.finish(item.task_id, item.group, "not_scored", f"{res.status.value}: {res.message}"[:1000])
+                    summary.not_scored.append((item.task_id, res.status.value))
+                else:
+                    store.finish(item.task_id, item.group, "done", res.status.value)
             landed(item.task_id)
 
 
@@ -189,7 +219,12 @@ def _agent(todo: list[SuiteItem], spec: AgentSpec, pool: Pool, cfg: EvalConfig, 
             store.record(item.task_id, item.group, res, phase="profile", attempt=attempt + 1, source="best-profile", started=started)
         if s.reason == "llm_error" and s.turns == 0:
             raise RuntimeError(f"model endpoint failed: {s.error}")
-        store.finish(item.task_id, item.group, "done", f"{s.reason}; reward {s.reward}")
+        statuses = {r["status"] for r in store.rows(item.task_id)}
+        if statuses and statuses <= {st.value for st in NOT_SCORED}:  # e.g. an agent run on a machine without a GPU
+            store.finish(item.task_id, item.group, "not_scored", f"{s.reason}; every evaluation {', '.join(sorted(statuses))}")
+            summary.not_scored.append((item.task_id, ", ".join(sorted(statuses))))  # list.append: atomic
+        else:
+            store.finish(item.task_id, item.group, "done", f"{s.reason}; reward {s.reward}")
 
     with ThreadPoolExecutor(max_workers=max(1, spec.parallel), thread_name_prefix="episode") as ex:
         futs = {ex.submit(one, item): item for item in todo}

@@ -8,12 +8,18 @@ Contract:
   from). Each row is committed on its own, as it lands, so a crash of the
   bench (or of one task) never loses results already in.
 - `tasks`: one row per task that is finished (`state` "done": evaluated, or
-  no solution, which is recorded as a failed task) or that hit a harness
-  error (`state` "error", retried by a rerun). `done_ids()` is what a rerun
-  skips.
+  no solution, which is recorded as a failed task), that could not be scored
+  on this machine (`state` "not_scored": status no_gpu or env_error, re-run
+  when the machine can score it) or that hit a harness error (`state`
+  "error", retried by a rerun). `done_ids()` is what a rerun skips; a task
+  whose every evaluation is unscored is never in it, whatever its state (runs
+  written before the "not_scored" state marked such tasks "done").
 - `meta`: key/value facts of the run (suite, mode, levels); `check_meta`
   refuses to resume a run dir with a different suite or mode.
 Safe across threads and processes: every call opens its own connection (WAL).
+`ResultStore.open_existing(run_dir)` opens a run for reading only (a report of
+a read-only run dir writes nothing there); a file that is not a results
+database raises `StoreError` (bad input), never a traceback.
 
 The global evaluation cache is not here on purpose: the evaluator already keeps
 results keyed by (evaluator fingerprint, task hash, candidate hash, GPU, torch,
@@ -27,6 +33,7 @@ Not guaranteed: eviction or compaction; the file grows with every evaluation.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -35,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.bench.metrics import Outcome
-from cuda_agent.eval.result import EvalResult
+from cuda_agent.eval.result import NOT_SCORED, EvalResult
 
 FILENAME = "results.sqlite"
 _SCHEMA = """
@@ -53,27 +60,59 @@ CREATE TABLE IF NOT EXISTS tasks (
   task_id TEXT PRIMARY KEY, grp TEXT NOT NULL, state TEXT NOT NULL, note TEXT, finished REAL NOT NULL
 );
 """
+_UNSCORED_SQL = ", ".join(f"'{s.value}'" for s in NOT_SCORED)
+
+
+def safe_name(task_id: str) -> str:
+    """A task id as one file name in the run dir (ids of folders and datasets may hold '/' or spaces)."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in task_id) or "_"
+
+
+class StoreError(ValueError):
+    """RUN_DIR/results.sqlite cannot be used (not a database, damaged): bad input, not a bug."""
 
 
 class ResultStore:
-    def __init__(self, run_dir: str | Path):
+    def __init__(self, run_dir: str | Path, *, read_only: bool = False):
         self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
         self.path = self.run_dir / FILENAME
+        if read_only:
+            self._check_readable()
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         with self._db() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
 
     @classmethod
     def open_existing(cls, run_dir: str | Path) -> ResultStore:
+        """For reading (reports, `view`): nothing is written to the run dir."""
         if not (Path(run_dir) / FILENAME).is_file():
             raise FileNotFoundError(f"no {FILENAME} in {run_dir} (run `cuda-agent bench ... -o {run_dir}` first)")
-        return cls(run_dir)
+        return cls(run_dir, read_only=True)
+
+    def _check_readable(self) -> None:
+        with self._db() as db:
+            names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"meta", "evaluations", "tasks"} <= names:
+            raise StoreError(f"{self.path} is not a results database of cuda-agent bench (tables {sorted(names)})")
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        with closing(sqlite3.connect(self.path, timeout=60)) as db, db:
-            yield db
+        try:
+            if self.read_only:
+                # immutable: a read-only directory cannot hold the WAL's shared-memory file
+                flag = "mode=ro" if os.access(self.run_dir, os.W_OK) else "immutable=1"
+                conn = sqlite3.connect(f"file:{self.path}?{flag}", uri=True, timeout=60)
+            else:
+                conn = sqlite3.connect(self.path, timeout=60)
+            with closing(conn) as db, db:
+                yield db
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+                raise  # another writer held it past the timeout: not the file's fault
+            raise StoreError(f"{self.path} cannot be used ({e}); move it aside to start the run afresh") from None
 
     # --- meta -------------------------------------------------------------
     def meta(self) -> dict[str, Any]:
@@ -118,8 +157,12 @@ class ResultStore:
             db.execute("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?)", (task_id, group, state, note, time.time()))
 
     def done_ids(self) -> set[str]:
+        """Tasks a rerun skips: done, and not only unscored evaluations (no_gpu, env_error)."""
+        q = ("SELECT task_id FROM tasks t WHERE state = 'done' AND (NOT EXISTS (SELECT 1 FROM evaluations e WHERE "
+             f"e.task_id = t.task_id) OR EXISTS (SELECT 1 FROM evaluations e WHERE e.task_id = t.task_id AND e.status "
+             f"NOT IN ({_UNSCORED_SQL})))")
         with self._db() as db:
-            return {r[0] for r in db.execute("SELECT task_id FROM tasks WHERE state = 'done'")}
+            return {r[0] for r in db.execute(q)}
 
     def task_states(self) -> dict[str, tuple[str, str, str]]:
         """task_id -> (group, state, note)."""
@@ -141,5 +184,5 @@ class ResultStore:
         for r in self.rows():
             correct = bool(r["correct"]) and r["phase"] != "compile"
             out.append(Outcome(r["task_id"], r["grp"], correct, r["speedup_vs_eager"], r["speedup_vs_compile"],
-                               r["reward"], r["status"]))
+                               r["reward"], r["status"], r["id"]))
         return out

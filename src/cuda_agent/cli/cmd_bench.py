@@ -4,9 +4,12 @@ Evaluates stored solutions (layouts: see `cuda_agent.bench.runner`) or runs
 the agent per task, through the evaluation pool: one worker per visible GPU
 plus a CPU compile farm, or Ray tasks with --ray / RAY_ADDRESS. Every result
 is committed to RUN_DIR/results.sqlite as it lands; a rerun with the same -o
-skips finished tasks. Ends with the metrics table (`cuda-agent report`).
-Exit 0 when the bench ran (whatever the candidates did), 1 when some tasks hit
-a harness error (rerun to retry them), 2 with one line for bad input.
+skips finished tasks. Without a visible GPU it says so first: candidates are
+compiled and checked, marked not scored, and scored by a rerun on a GPU
+machine. Ends with the metrics table (`cuda-agent report`) and writes the
+report files. Exit 0 when the bench ran (whatever the candidates did), 1 when
+some tasks hit a harness error (rerun to retry them), 2 with one line for bad
+input, 130 on Ctrl-C with the finished results kept.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import sys
 from pathlib import Path
 
+from cuda_agent.cli.argtypes import at_least, positive_int
 from cuda_agent.cli.cmd_tasks import parse_levels
 from cuda_agent.cli.main import UsageError
 
@@ -30,14 +34,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--model", help="run the agent with this model (endpoint: --base-url / OPENAI_BASE_URL)")
     p.add_argument("-o", "--output", metavar="RUN_DIR", required=True, help="run directory (results.sqlite, episodes/, reports)")
     p.add_argument("--levels", help="KernelBench levels, e.g. 1,2 (default 1,2,3)")
-    p.add_argument("--gpus", type=int, default=None, help="GPU workers (default: one per visible GPU)")
+    p.add_argument("--gpus", type=positive_int, default=None, help="GPU workers (default: one per visible GPU)")
     p.add_argument("--ray", action="store_true", help="run evaluations as Ray tasks (also when RAY_ADDRESS is set)")
-    p.add_argument("--compile-workers", type=int, default=None, help="CPU compile farm processes (default: half the CPUs, at most 8)")
-    p.add_argument("--timed-calls", type=int, default=None, help="timed calls per round (default 50)")
+    p.add_argument("--compile-workers", type=positive_int, default=None, help="CPU compile farm processes (default: half the CPUs, at most 8)")
+    p.add_argument("--timed-calls", type=at_least(3), default=None, help="timed calls per round (default 50)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --model (env OPENAI_BASE_URL)")
     p.add_argument("--api-key", default=None, help="API key for --model (env OPENAI_API_KEY)")
-    p.add_argument("--max-turns", type=int, default=200, help="agent turns per task (default 200, the paper's evaluation limit)")
-    p.add_argument("--parallel", type=int, default=4, help="agent episodes at once (default 4)")
+    p.add_argument("--max-turns", type=positive_int, default=200, help="agent turns per task (default 200, the paper's evaluation limit)")
+    p.add_argument("--parallel", type=positive_int, default=4, help="agent episodes at once (default 4)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # "cpu": the test lane, times are meaningless
 
@@ -51,8 +55,6 @@ def _agent_spec(args: argparse.Namespace):
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY") or None
     if not base_url and not api_key:
         raise UsageError("no endpoint: pass --base-url for a local server, or --api-key / OPENAI_API_KEY for a hosted API")
-    if args.max_turns < 1 or args.parallel < 1:
-        raise UsageError("--max-turns and --parallel must be positive")
     return AgentSpec(lambda: ChatClient(ClientConfig(model=args.model, base_url=base_url, api_key=api_key)),
                      args.model, AgentConfig(max_turns=args.max_turns), args.parallel)
 
@@ -61,25 +63,24 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from cuda_agent.bench.report import build_report, notes, rich_table, write_report
+    from cuda_agent.bench.report import build_report, notes, write_report
+    from cuda_agent.bench.report_text import rich_table
     from cuda_agent.bench.runner import run_bench
+    from cuda_agent.bench.store import ResultStore
     from cuda_agent.eval.config import EvalConfig
-    from cuda_agent.pool.local import HarnessError, make_pool
+    from cuda_agent.pool.local import HarnessError, make_pool, visible_gpus
     from cuda_agent.task.suites import load_suite
 
     suite = load_suite(args.suite, parse_levels(args.levels))
     if args.solutions and not Path(args.solutions).is_dir():
         raise UsageError(f"solutions directory not found: {args.solutions}")
-    if args.gpus is not None and args.gpus < 1:
-        raise UsageError("--gpus must be at least 1")
     if args.device not in ("cuda", "cpu"):
         raise UsageError("--device must be cuda or cpu")
     cfg = EvalConfig(device=args.device, compile_baseline=args.device == "cuda")
     if args.timed_calls is not None:
-        if args.timed_calls < 3:
-            raise UsageError("--timed-calls must be at least 3")
         cfg.n_timed = args.timed_calls
     agent = _agent_spec(args) if args.model else None
+    ResultStore(args.output)  # a read-only -o or a damaged results.sqlite: one line now, before any work
     try:
         pool = make_pool(ray=args.ray, slots=args.gpus, device=args.device, compile_workers=args.compile_workers)
     except (HarnessError, ValueError) as e:
@@ -87,27 +88,36 @@ def run(args: argparse.Namespace) -> int:
     console = Console(width=None if sys.stdout.isatty() else 160)
     for n in suite.notes:
         console.print(f"[yellow]note:[/] {n}")
+    if args.device == "cuda" and not (args.ray or os.environ.get("RAY_ADDRESS")) and not visible_gpus():
+        console.print("[yellow]note:[/] no CUDA GPU is visible here: each candidate is compiled and checked but not "
+                      "scored (status no_gpu); those tasks stay unfinished, and rerunning this command with the same -o "
+                      "on a GPU machine scores them", highlight=False)
     bar = Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.description}"), console=console, disable=args.quiet)
-    with bar:
-        tid = bar.add_task("", total=None)
+    try:
+        with bar:
+            tid = bar.add_task("", total=None)
 
-        def progress(task_id: str, done: int, total: int) -> None:
-            bar.update(tid, completed=done, total=total, description=task_id)
+            def progress(task_id: str, done: int, total: int) -> None:
+                bar.update(tid, completed=done, total=total, description=task_id)
 
-        try:
-            summary = run_bench(suite, args.output, solutions=args.solutions, agent=agent, pool=pool, config=cfg,
-                                progress=progress)
-        except ValueError as e:
-            pool.close(cancel=True)
-            raise UsageError(str(e)) from None
-        except BaseException:
-            pool.close(cancel=True)
-            raise
-        pool.close()
+            try:
+                summary = run_bench(suite, args.output, solutions=args.solutions, agent=agent, pool=pool, config=cfg,
+                                    progress=progress)
+            except ValueError as e:
+                pool.close(cancel=True)
+                raise UsageError(str(e)) from None
+            except BaseException:
+                pool.close(cancel=True)
+                raise
+            pool.close()
+    except KeyboardInterrupt:
+        print(f"cuda-agent bench: interrupted; {_kept(args.output)} result(s) are kept in {args.output}/results.sqlite; "
+              "rerun the same command to finish the rest", file=sys.stderr)
+        return 130
     console.print(f"{summary.finished} task(s) finished this run, {summary.skipped} already done, "
-                  f"{len(summary.missing)} without a solution, {len(summary.errors)} harness error(s); "
-                  f"{summary.wall_s:.1f} s", highlight=False)
+                  f"{len(summary.missing)} without a solution, {len(summary.not_scored)} not scored, "
+                  f"{len(summary.errors)} harness error(s); {summary.wall_s:.1f} s", highlight=False)
     for task_id, msg in summary.errors[:5]:
         console.print(f"[red]error:[/] {task_id}: {msg}", highlight=False)
     rep = build_report(args.output)
@@ -116,3 +126,12 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[yellow]note:[/] {n}", highlight=False)
     write_report(rep)
     return 1 if summary.errors else 0
+
+
+def _kept(run_dir: str) -> int | str:
+    from cuda_agent.bench.store import ResultStore, StoreError
+
+    try:
+        return len(ResultStore.open_existing(run_dir).rows())
+    except (FileNotFoundError, StoreError):
+        return 0

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from cuda_agent.cli.main import UsageError
 from cuda_agent.eval.result import Finding, Severity
-from cuda_agent.eval.static_checks import check_single_file
-from cuda_agent.eval.static_gate import workspace_findings
+from cuda_agent.eval.static_gate import static_findings, workspace_findings
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import stage
 
@@ -35,7 +34,8 @@ def collect(path: Path, task: Task | None) -> list[Finding]:
         if path.suffix != ".py":
             raise UsageError(f"{path}: expected a workspace directory or a .py single-file solution")
         precision = task.precision if task else "fp32"
-        return check_single_file(path.read_text(errors="replace"), precision=precision, name=path.name)
+        text = path.read_text(errors="replace")
+        return static_findings({"model_new.py": text}, precision, single_file=True, name=path.name)
     if not path.is_dir():
         raise UsageError(f"no such workspace or file: {path}")
     with tempfile.TemporaryDirectory(prefix="cuda-agent-check-") as tmp:

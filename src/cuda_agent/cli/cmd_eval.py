@@ -1,7 +1,9 @@
 """`cuda-agent eval`: evaluate a workspace, or a KernelBench single-file solution.
 
 Exit 0 whenever the evaluation ran, whatever the candidate did (the verdict is
-in the output); 2 for bad usage or input.
+in the output); 2 for bad usage or input. On a terminal a transient line on
+stderr shows the phase running (compile, reference, verify, timing, baselines);
+with --json or when piped nothing but the result is printed.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from cuda_agent.cli.argtypes import at_least
 from cuda_agent.cli.main import UsageError
+from cuda_agent.cli.phase_display import enabled_for, showing_phases
 
 HELP = "evaluate a workspace (or --task T.py --solution S.py): compile, correctness, timing, reward"
 
@@ -24,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--no-cache", action="store_true", help="rebuild, re-time baselines, do not reuse results")
     p.add_argument("--fresh", action="store_true", help="evaluate again even if this exact candidate was scored before")
-    p.add_argument("--timed-calls", type=int, default=None, help="timed calls per round (default 50)")
+    p.add_argument("--timed-calls", type=at_least(3), default=None, help="timed calls per round (default 50)")
     p.add_argument("--sanitize", action="store_true",
                    help="also run one call under compute-sanitizer memcheck and racecheck (slow; needs the tool)")
 
@@ -36,8 +40,6 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = EvalConfig(use_cache=not args.no_cache, reuse_results=not (args.no_cache or args.fresh), sanitize=args.sanitize)
     if args.timed_calls is not None:
-        if args.timed_calls < 3:
-            raise UsageError("--timed-calls must be at least 3")
         cfg.n_timed = args.timed_calls
     task = Task.from_file(args.task) if args.task else None
     if args.solution:
@@ -45,14 +47,16 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--solution needs --task (the reference task file)")
         if args.workdir:
             raise UsageError("give either a workspace or --solution, not both")
-        result = evaluate_single_file(task, Path(args.solution), phase=args.phase, config=cfg)
+        with showing_phases("eval", enabled_for(args.json)):
+            result = evaluate_single_file(task, Path(args.solution), phase=args.phase, config=cfg)
     else:
         if not args.workdir:
             raise UsageError("give a workspace directory, or --task T.py --solution S.py")
         w = Path(args.workdir)
         if not w.is_dir():
             raise UsageError(f"workspace not found: {w}")
-        result = evaluate_workspace(w, task=task, phase=args.phase, config=cfg)
+        with showing_phases("eval", enabled_for(args.json)):
+            result = evaluate_workspace(w, task=task, phase=args.phase, config=cfg)
     if args.json:
         print(result.to_json())
     else:

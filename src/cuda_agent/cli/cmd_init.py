@@ -1,4 +1,10 @@
-"""`cuda-agent init TASK.py -o DIR`: lay out a CUDA-Agent workspace for a task."""
+"""`cuda-agent init TASK.py -o DIR`: lay out a CUDA-Agent workspace for a task.
+
+A new DIR is built completely or not at all. On an existing workspace, `--force`
+refreshes the protected files (model.py, binding files, SKILL.md, tools/) and keeps
+the agent's model_new.py and kernels/; `--solution DIR` or `--reset` replace those
+as a unit (the old ones are kept in DIR/.cuda-agent/replaced-<time>/ and named).
+"""
 
 from __future__ import annotations
 
@@ -10,18 +16,27 @@ HELP = "create a workspace for a KernelBench-format task (model.py, model_new.py
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", help="a KernelBench-format task file")
     p.add_argument("-o", "--output", required=True, help="the workspace directory to create")
-    p.add_argument("--solution", help="copy an existing solution (a folder with model_new.py and kernels/) into it")
-    p.add_argument("--force", action="store_true", help="overwrite protected files in an existing directory")
+    p.add_argument("--solution", help="use an existing solution (a folder with model_new.py and kernels/) as the agent's files")
+    p.add_argument("--force", action="store_true",
+                   help="refresh the protected files of an existing workspace; model_new.py and kernels/ are kept")
+    p.add_argument("--reset", action="store_true",
+                   help="with --force: also replace model_new.py and kernels/ with the template (the old ones are kept aside)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from cuda_agent.cli.main import UsageError
     from cuda_agent.task.taskfile import Task
-    from cuda_agent.task.workspace import copy_solution, init_workspace
+    from cuda_agent.task.workspace import make_workspace
 
+    if args.reset and args.solution:
+        raise UsageError("--reset and --solution both replace the agent's files; give one")
     task = Task.from_file(args.task)
-    d = init_workspace(task, args.output, force=args.force)
-    if args.solution:
-        copy_solution(args.solution, d)
-    print(f"workspace for task '{task.name}' ({task.hash}) at {d}")
+    r = make_workspace(task, args.output, force=args.force, solution=args.solution, reset=args.reset)
+    d = r.path
+    what = {"template": "model_new.py is the template", "solution": f"agent files from {args.solution}",
+            "kept": "your model_new.py and kernels/ kept"}[r.agent_files]
+    print(f"workspace for task '{task.name}' ({task.hash}) {'at' if r.created else 'refreshed at'} {d}: {what}")
+    if r.replaced_to is not None:
+        print(f"the previous model_new.py and kernels/ are in {r.replaced_to}")
     print(f"next: edit {d}/model_new.py and {d}/kernels/, then run {d}/tools/compile, tools/verify, tools/profile")
     return 0

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.cli.argtypes import at_least, positive_float, positive_int, temperature
 from cuda_agent.cli.main import UsageError
 
 HELP = "run the agent on a task: write, verify and profile CUDA kernels with an LLM"
@@ -29,16 +30,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (env OPENAI_BASE_URL)")
     p.add_argument("--api-key", default=None, help="API key (env OPENAI_API_KEY; a local server needs none)")
     p.add_argument("-o", "--output", metavar="RUN_DIR", default=None, help="run directory (default runs/<task>-<time>)")
-    p.add_argument("--max-turns", type=int, default=200, help="model replies at most (default 200)")
-    p.add_argument("--max-tokens", type=int, default=None, help="total tokens (prompt + completion, all turns) at most")
-    p.add_argument("--max-wall", type=float, default=None, metavar="SECONDS", help="wall time at most (checked between turns)")
-    p.add_argument("--context", type=int, default=131072, help="context budget in tokens (default 131072)")
-    p.add_argument("--reply-tokens", type=int, default=None, help="max tokens per reply (default: the server's)")
-    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--max-turns", type=positive_int, default=200, help="model replies at most (default 200)")
+    p.add_argument("--max-tokens", type=positive_int, default=None, help="total tokens (prompt + completion, all turns) at most")
+    p.add_argument("--max-wall", type=positive_float, default=None, metavar="SECONDS", help="wall time at most (checked between turns)")
+    p.add_argument("--context", type=positive_int, default=131072, help="context budget in tokens (default 131072)")
+    p.add_argument("--reply-tokens", type=positive_int, default=None, help="max tokens per reply (default: the server's)")
+    p.add_argument("--temperature", type=temperature, default=None, help="sampling temperature, 0 to 2 (default: the server's)")
     p.add_argument("--tool-mode", choices=("auto", "native", "text"), default="auto",
                    help="native tool calling, <tool_call> blocks in text, or auto-detect (default)")
-    p.add_argument("--retries", type=int, default=5, help="retries of a failed request (429, 5xx, connection), default 5")
-    p.add_argument("--bash-timeout", type=float, default=180.0, help="seconds per shell command (default 180)")
+    p.add_argument("--retries", type=at_least(0), default=5, help="retries of a failed request (429, 5xx, connection), default 5")
+    p.add_argument("--bash-timeout", type=positive_float, default=180.0, help="seconds per shell command (default 180)")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-turn progress lines")
 
 
@@ -58,9 +59,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--base-url must start with http:// or https://, got {base_url!r}")
     if not base_url and not api_key:
         raise UsageError("no endpoint: pass --base-url for a local server, or --api-key / OPENAI_API_KEY for a hosted API")
-    for name in ("max_turns", "context", "retries"):
-        if getattr(args, name) < 0 or (name != "retries" and getattr(args, name) == 0):
-            raise UsageError(f"--{name.replace('_', '-')} must be positive")
     run_dir = Path(args.output or Path("runs") / f"{task.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     if (run_dir / "trajectory.jsonl").exists():
         raise UsageError(f"{run_dir} already holds a run; choose another -o RUN_DIR")

@@ -13,6 +13,7 @@ import argparse
 import json
 from typing import Any
 
+from cuda_agent.cli.argtypes import positive_int
 from cuda_agent.cli.main import UsageError
 
 HELP = "show a run (trajectory.jsonl) readably"
@@ -21,7 +22,7 @@ HELP = "show a run (trajectory.jsonl) readably"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run directory (or its trajectory.jsonl)")
     p.add_argument("--full", action="store_true", help="do not cut long texts")
-    p.add_argument("--lines", type=int, default=12, help="lines kept of each long text (default 12)")
+    p.add_argument("--lines", type=positive_int, default=12, help="lines kept of each long text (default 12)")
 
 
 def _cut(text: str, lines: int, full: bool) -> str:

@@ -17,6 +17,7 @@ that a compiler given hostile source is harmless (the sandbox's job).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -30,7 +31,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from cuda_agent.eval.procs import run_command, tail
+from cuda_agent.eval.procs import CommandResult, run_command, tail
+from cuda_agent.task.workspace import cache_root
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 MODULE_NAME = "cuda_extension"
@@ -136,11 +138,18 @@ def _cpu_torch_shim(torch_incs: list[str]) -> list[str]:
     if any((Path(d) / rel).exists() for d in torch_incs):
         return []
     shim = Path(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))) / "cuda-agent" / "cpu-torch-shim"
-    f = shim / rel
+    try:
+        _write_shim(shim / rel)
+    except OSError:  # a read-only XDG cache: the evaluator's own cache dir (which says what to do if it fails too)
+        shim = cache_root() / "cpu-torch-shim"
+        _write_shim(shim / rel)
+    return [str(shim)]
+
+
+def _write_shim(f: Path) -> None:
     if not f.exists():
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
-    return [str(shim)]
 
 
 @lru_cache(maxsize=4)
@@ -182,6 +191,24 @@ def toolchain(arch: str) -> Toolchain:
     )
 
 
+CANNOT_RUN = "cuda-agent: cannot run the compiler"  # env_check recognises this line (and checks it)
+
+
+def _run_compiler(cmd: list[str], *, timeout: float, cwd: Path) -> CommandResult:
+    """A compiler that is not installed is the machine's failure, not the candidate's: it becomes
+    a failed unit whose log says so (env_check turns it into an env_error), not an exception."""
+    try:
+        return run_command(cmd, timeout=timeout, cwd=cwd)
+    except OSError as e:
+        return CommandResult(127, f"{CANNOT_RUN} {cmd[0]}: {e.strerror or e}\n", 0.0)
+
+
+def toolchain_id() -> str:
+    """The toolchain minus its target arch (compiler versions, include and library dirs): part of
+    the result cache's key, since installing a header or a compiler can change a verdict."""
+    return dataclasses.replace(toolchain("9.0"), arch="").fingerprint
+
+
 def _unit_key(tc: Toolchain, src: Path, root: Path) -> str:
     h = hashlib.sha256(tc.fingerprint.encode() + src.suffix.encode())
     seen: set[Path] = set()
@@ -221,7 +248,7 @@ def build(root: Path, cache_dir: Path, *, arch: str, timeout: float, jobs: int =
         src, obj = unit
         tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
         cmd = tc.nvcc_cmd(src, tmp, root) if src.suffix == ".cu" else tc.cxx_cmd(src, tmp, root)
-        r = run_command(cmd, timeout=deadline - time.monotonic(), cwd=root)
+        r = _run_compiler(cmd, timeout=deadline - time.monotonic(), cwd=root)
         if r.returncode == 0:
             os.replace(tmp, obj)
         else:
@@ -255,7 +282,7 @@ def build(root: Path, cache_dir: Path, *, arch: str, timeout: float, jobs: int =
         return BuildResult(True, so, "\n".join(logs), time.monotonic() - t0, False, not todo, rebuilt)
     so_dir.mkdir(parents=True, exist_ok=True)
     tmp_so = so_dir / f"{MODULE_NAME}.{os.getpid()}.tmp.so"
-    r = run_command(tc.link_cmd([o for _, o in units], tmp_so, extra), timeout=max(deadline - time.monotonic(), 5), cwd=root)
+    r = _run_compiler(tc.link_cmd([o for _, o in units], tmp_so, extra), timeout=max(deadline - time.monotonic(), 5), cwd=root)
     if r.returncode != 0:
         tmp_so.unlink(missing_ok=True)
         logs.append(f"== link {'timed out' if r.timed_out else 'failed'}\n{r.output}")

@@ -6,6 +6,9 @@ WAL journal). Used for baseline timings keyed by (task hash, GPU, torch
 version, precision, timing settings) and for whole results keyed by
 (evaluator version, task hash, candidate hash, GPU, torch, phase).
 
+A cache file that cannot be used (read-only, not a database) raises
+`CacheDirError` with the fix, never a bare sqlite error.
+
 Not guaranteed: eviction; entries stay until the file is deleted.
 """
 
@@ -19,6 +22,8 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.task.workspace import CacheDirError
+
 
 class KVCache:
     def __init__(self, path: Path):
@@ -30,8 +35,14 @@ class KVCache:
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
-            yield db
+        try:
+            with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
+                yield db
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+                raise  # contention past the timeout is not the file's fault
+            raise CacheDirError(5, f"the evaluator's cache {self.path} cannot be used ({e}); delete it (it is only "
+                                "a cache) or set CUDA_AGENT_CACHE to another directory") from None
 
     def get(self, key: str) -> Any | None:
         with self._db() as db:

@@ -21,6 +21,7 @@ from typing import TypeVar
 
 from cuda_agent.eval import protocol as P
 from cuda_agent.eval.procs import Child, ChildFailure
+from cuda_agent.eval.progress import phase as announce
 from cuda_agent.eval.result import CheckRecord, EvalResult, Status
 from cuda_agent.eval.runtime_checks import runtime_findings
 from cuda_agent.task.taskfile import Task
@@ -58,6 +59,7 @@ def send(child: Child, res: EvalResult, req: P.Request, phase: str) -> None:
 
 def recv(child: Child, res: EvalResult, timeout: float, phase: str, cmd: str, kind: type[R]) -> R:
     """The next reply of `child`, of type `kind`; the wait is booked to `phase`, with the child's own split."""
+    announce(phase)
     t0 = time.monotonic()
     reply = child.receive(timeout, cmd)
     res.phases_s[phase] = round(res.phases_s.get(phase, 0.0) + time.monotonic() - t0, 3)

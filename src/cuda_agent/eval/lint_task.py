@@ -6,9 +6,13 @@ draws `n_seeds` fresh secret seeds plus one fixed seed, and runs the negative
 controls of `negative_controls` (zeros, a constant, pass-through of the first
 input, the output of another seed, the output of one fixed input set, i.e.
 an answer precomputed at init) through the evaluator's comparison with the
-task's tolerances. Returns a `LintReport`; `passing` names every control that
-would be accepted, so a benchmark or a synthesized dataset can drop or fix
-the task. A failure of the task itself (raises, hangs) is a report with
+task's tolerances. Returns a `LintReport`: `passing` names every control the
+evaluator itself would accept (a hole: the task must be fixed or dropped);
+`weak` adds the controls that pass the paper's elementwise rule alone (what
+KernelBench-style harnesses check; our relative-L2 bound is what rejects them)
+or miss it by less than `negative_controls.NEAR_MISS_FACTOR` (another draw of
+inputs may let them through), so a benchmark or a synthesized dataset can drop
+or fix the task. A failure of the task itself (raises, hangs) is a report with
 `error` set, not an exception.
 
 Not guaranteed: the controls are the cheap hacks only; a task none of them
@@ -24,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.eval import protocol as P
+from cuda_agent.eval.negative_controls import NEAR_MISS_FACTOR, is_weak
 from cuda_agent.eval.procs import Child, ChildFailure
+from cuda_agent.eval.progress import phase as announce
 from cuda_agent.eval.warm import child_env
 from cuda_agent.task.taskfile import Task
 
@@ -37,10 +43,16 @@ class LintReport:
 
     @property
     def passing(self) -> list[str]:
+        """Controls the evaluator's whole correctness check accepts."""
         return [name for name, c in self.controls.items() if c.get("passes")]
 
+    @property
+    def weak(self) -> list[str]:
+        """Controls that pass either rule or nearly pass the elementwise one (see the module docstring)."""
+        return [name for name, c in self.controls.items() if is_weak(c)]
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "passing": self.passing}
+        return {**asdict(self), "passing": self.passing, "weak": self.weak, "near_miss_factor": NEAR_MISS_FACTOR}
 
 
 def lint_task(task: Task, *, device: str = "cuda", n_seeds: int = 5, timeout: float = 300.0) -> LintReport:
@@ -57,6 +69,7 @@ def lint_task(task: Task, *, device: str = "cuda", n_seeds: int = 5, timeout: fl
                 P.Controls([secrets.randbits(62) for _ in range(n_seeds)], secrets.randbits(62), task.atol, task.rtol),
             ]
             for msg in steps:
+                announce("reference" if msg["cmd"] == "setup" else "controls")
                 reply = child.request(msg, timeout)
                 if isinstance(reply, ChildFailure):
                     report.error = f"{msg.cmd}: {reply.message}"

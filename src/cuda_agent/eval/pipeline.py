@@ -50,9 +50,12 @@ from cuda_agent.eval import sanitize as sanitize_mod
 from cuda_agent.eval.build import BuildResult, build
 from cuda_agent.eval.cache import KVCache
 from cuda_agent.eval.config import EvalConfig
+from cuda_agent.eval.env_check import classify as classify_environment
 from cuda_agent.eval.exchange import Stop, ask, compare_recv, compare_send, finish, guard, recv, send
 from cuda_agent.eval.procs import Child, ChildFailure, failure
+from cuda_agent.eval.progress import phase as announce
 from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, Status
+from cuda_agent.eval.result_key import result_key
 from cuda_agent.eval.reward import milestone_from, milestone_reward
 from cuda_agent.eval.static_gate import static_findings, workspace_findings
 from cuda_agent.eval.warm import child_dirs, child_env, log_dir
@@ -107,8 +110,8 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
     gpu = gpu_mod.detect() if cfg.device == "cuda" else gpu_mod.GPU("cpu", "0.0")
     res = _new_result(cand, gpu)
     cache = KVCache(cache_root() / "eval.sqlite") if cfg.use_cache else None
-    lane = cfg.phase + ("+sanitize" if cfg.sanitize else "")
-    rkey = f"result/{evaluator_fingerprint()}/{cand.task.hash}/{cand.hash}/{res.gpu}/{res.torch}/{lane}"
+    rkey = result_key(evaluator=evaluator_fingerprint(), task_hash=cand.task.hash, candidate_hash=cand.hash,
+                      findings=cand.findings, gpu=res.gpu, torch_version=res.torch, cfg=cfg)
     if cache is not None and cfg.reuse_results and (hit := cache.get(rkey)) is not None:
         out = EvalResult.from_dict(hit)
         out.cache = {**out.cache, "result": True}
@@ -120,9 +123,10 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
             res = again  # the steadier look counts
         if not res.unstable:
             break
+    res = classify_environment(res)  # a machine that cannot build: env_error, no reward, not cached
     if cfg.spare_children and gpu is not None:
         warm.prepare(cfg, cand.task.precision)  # the next evaluation's children warm while the caller is idle
-    if cache is not None and res.status not in (Status.TIMEOUT, Status.NO_GPU) and not res.unstable:
+    if cache is not None and res.status not in (Status.TIMEOUT, Status.NO_GPU, Status.ENV_ERROR) and not res.unstable:
         cache.put(rkey, res.to_dict())
     return res
 
@@ -213,6 +217,7 @@ class _Built:
 
 def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalResult) -> _Built:
     t0 = time.monotonic()
+    announce("compile")
     # the CPU lane's stand-in GPU has capability "0.0", which no nvcc accepts
     arch = cfg.arch or gpu_mod.arch_from_env() or (gpu.capability if gpu and cfg.device == "cuda" else None) or "9.0"
     if cand.kind != "workspace":

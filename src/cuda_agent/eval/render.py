@@ -8,7 +8,7 @@ same text can go to a terminal or into an LLM context.
 
 from __future__ import annotations
 
-from cuda_agent.eval.result import EvalResult, Status
+from cuda_agent.eval.result import NOT_SCORED, EvalResult, Status
 
 
 def _ms(v: float | None) -> str:
@@ -20,7 +20,10 @@ def _x(v: float | None) -> str:
 
 
 def result_text(r: EvalResult, log_chars: int = 3000) -> str:
-    lines = [f"status: {r.status.value}    reward: {'-' if r.reward is None else r.reward}    correct: {r.correct}"]
+    # a run that stopped before correctness (compile phase, no GPU, env_error) has no verdict to state
+    checked = r.correct or r.status not in (Status.OK, *NOT_SCORED)
+    lines = [f"status: {r.status.value}    reward: {'-' if r.reward is None else r.reward}    "
+             f"correct: {r.correct if checked else 'not checked'}"]
     if r.message:
         lines.append(f"message: {r.message}")
     if r.time_ms is not None:
@@ -47,7 +50,7 @@ def result_text(r: EvalResult, log_chars: int = 3000) -> str:
         lines.append(f"finding [{f.severity.value}] {f.rule} {where}: {f.message}")
     if r.gpu or r.torch:
         lines.append(f"gpu: {r.gpu or 'none'}    torch: {r.torch}    precision: {r.precision}")
-    if r.status not in (Status.OK, Status.NO_GPU) and r.log.strip():
+    if r.status not in (Status.OK, Status.NO_GPU) and r.log.strip():  # env_error too: the log shows what is missing
         log = r.log.strip()
         if len(log) > log_chars:
             log = "[...]\n" + log[-log_chars:]

@@ -28,6 +28,13 @@ class Status(StrEnum):
     TIMEOUT = "timeout"
     REJECTED = "rejected"  # a finding proves a hack
     NO_GPU = "no_gpu"  # only the GPU-free phases ran (checks, nvcc compile)
+    # The machine, not the candidate, failed (a toolkit header or compiler is missing; see
+    # env_check): no reward, never cached, and a bench re-runs it once the machine is fixed.
+    ENV_ERROR = "env_error"
+
+
+# statuses that say nothing about the candidate: no reward, not a finished task in a bench
+NOT_SCORED = (Status.NO_GPU, Status.ENV_ERROR)
 
 
 class Severity(StrEnum):
@@ -73,6 +80,11 @@ class CheckRecord:
     rel_l2_err: float | None = None
     mismatch_frac: float | None = None
     message: str = ""
+    # worst element's |error| / (atol + rtol * |ref|): below 1 passes the paper's elementwise rule;
+    # a negative control failing it by a small factor marks a weak task (lint_task)
+    tol_ratio: float | None = None
+    # the largest relative L2 error of one output tensor (compare.REL_L2_MAX bounds it)
+    rel_l2_worst: float | None = None
 
 
 @dataclass
@@ -98,7 +110,7 @@ class TimingStats:
 @dataclass
 class EvalResult:
     status: Status
-    reward: int | None  # None when the phase run does not decide it (compile, verify, no_gpu)
+    reward: int | None  # None when the phase run does not decide it (compile, verify, no_gpu, env_error)
     correct: bool
     message: str = ""  # one line saying what happened
     time_ms: float | None = None

@@ -1,7 +1,9 @@
 """Bridge from the pipeline (and `cuda-agent check`) to the static rules.
 
 Contract: `static_findings` returns the findings of the static rules for the
-agent-written sources (workspace form) or for one single-file solution.
+agent-written sources (workspace form) or for one single-file solution, led by
+the shape checks of `solution_form` (what is not a solution at all: empty,
+binary, unparseable, no ModelNew, a task file, no kernels; the untouched template with kernels is a warning).
 `workspace_findings` adds the integrity findings of staging (a modified
 protected file rejects; a missing pristine copy is only noted) to the static
 ones, so the evaluator and `check` judge a workspace the same way.
@@ -11,16 +13,26 @@ from __future__ import annotations
 
 from cuda_agent.eval import static_checks
 from cuda_agent.eval.result import Finding, Severity
-from cuda_agent.task.workspace import Staged
+from cuda_agent.eval.solution_form import form_findings
+from cuda_agent.task.workspace import Staged, template_text
 
 # staging notes that are information, not a broken rule
 _INFO_NOTES = {"no-pristine-task"}
 
 
-def static_findings(sources: dict[str, str], precision: str, *, single_file: bool = False) -> list[Finding]:
+def static_findings(sources: dict[str, str], precision: str, *, single_file: bool = False,
+                    name: str = "model_new.py") -> list[Finding]:
+    """`name`: how a single-file solution is named in findings (its file name for `check`)."""
+    form = form_findings(sources, single_file=single_file, name=name,
+                         template=None if single_file else template_text("model_new.py"))
     if single_file:
-        return static_checks.check_single_file(sources["model_new.py"], precision=precision, name="model_new.py")
-    return static_checks.check_sources(sources, precision=precision)
+        rules = static_checks.check_single_file(sources["model_new.py"], precision=precision, name=name)
+    else:
+        rules = static_checks.check_sources(sources, precision=precision)
+    if any(f.file == name for f in form):
+        # the file cannot hold a solution: the static rules' syntax warning would say it again, as a warning
+        rules = [f for f in rules if not (f.rule == "syntax-error" and f.file == name)]
+    return form + rules
 
 
 def workspace_findings(staged: Staged) -> list[Finding]:

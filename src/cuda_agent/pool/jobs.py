@@ -34,8 +34,9 @@ from cuda_agent.eval.config import EvalConfig, Phase
 from cuda_agent.eval.result import EvalResult, Status
 from cuda_agent.task.taskfile import Task
 
-# statuses of a compile-phase result after which running on a GPU cannot help
-GATE_STATUSES = (Status.COMPILE_ERROR, Status.REJECTED, Status.TIMEOUT)
+# statuses of a compile-phase result after which running on a GPU cannot help (env_error: the
+# machine cannot build; the GPU slot would fail the same way)
+GATE_STATUSES = (Status.COMPILE_ERROR, Status.REJECTED, Status.TIMEOUT, Status.ENV_ERROR)
 
 
 class HarnessError(RuntimeError):

@@ -34,10 +34,12 @@ for evaluations in flight; their children die with their process groups.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing
 import os
 import queue
+import signal
 import subprocess
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -85,6 +87,17 @@ def gpu_arch() -> str | None:
 
 def _init_worker(env: dict[str, str]) -> None:
     os.environ.update(env)
+    # Ctrl-C reaches the whole process group: the parent decides (close(cancel=True) stops the
+    # workers); a worker that took it would print a traceback and leave its job half done
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_workers(ex: ProcessPoolExecutor) -> None:
+    """Kill an executor's worker processes: a cancelled pool must not wait for running jobs (an
+    evaluation's children and compilers run in their own process groups and end with their pipes)."""
+    for proc in list((getattr(ex, "_processes", None) or {}).values()):
+        with contextlib.suppress(OSError, AttributeError):
+            proc.kill()
 
 
 def _executor(n: int, env: dict[str, str]) -> ProcessPoolExecutor:
@@ -222,6 +235,9 @@ class LocalPool:
                     break
                 if item is not None:
                     item[1].cancel()
+        if cancel:
+            for ex in (self._farm, *self._slots):
+                _stop_workers(ex)
         self._farm.shutdown(wait=not cancel, cancel_futures=cancel)
         for _ in self._threads:
             self._queue.put(None)

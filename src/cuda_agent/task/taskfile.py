@@ -44,6 +44,9 @@ class Task:
     @classmethod
     def from_file(cls, path: str | Path) -> Task:
         p = Path(path)
+        if p.is_dir():
+            hint = f" (did you mean {p / 'task.py'}?)" if (p / "task.py").is_file() else ""
+            raise TaskError(f"{p} is a directory; give the task file{hint}")
         if not p.is_file():
             raise TaskError(f"task file not found: {p}")
         try:

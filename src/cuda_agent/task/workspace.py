@@ -1,27 +1,38 @@
 """The CUDA-Agent workspace: layout, creation, and a staged copy for evaluation.
 
 Contract:
-- `init_workspace(task, dest)` lays out a workspace: protected files
-  (model.py, binding.cpp, binding_registry.h, SKILL.md, tools/) made read-only,
-  agent files (model_new.py template, kernels/) writable, and a
-  `.cuda-agent/task.json` naming the task hash. A pristine copy of the task is
-  kept in the user cache so that evaluation never trusts the workspace's model.py.
+- `init_workspace(task, dest)` (`make_workspace` for the CLI's options) lays out a
+  workspace: protected files (model.py, binding.cpp, binding_registry.h, SKILL.md,
+  tools/) made read-only, agent files (model_new.py template, kernels/) writable,
+  and a `.cuda-agent/task.json` naming the task hash. A new workspace is built in
+  a temporary sibling and renamed into place, so a failure leaves nothing behind.
+  On an existing workspace (`force`) only the protected files are refreshed; the
+  agent's files change only when asked (`solution`, `reset`), as a unit, and the
+  old ones are kept in `.cuda-agent/replaced-<time>/`. A pristine copy of the
+  task is kept in the user cache so that evaluation never trusts the workspace's model.py.
 - `stage(...)` builds a fresh directory in which protected files come from the
   pristine task and the package templates, and only agent-writable files come
   from the workspace; differences in protected files are returned as findings.
 
 Not guaranteed: read-only bits stop accidents, not a determined agent; the
 evaluator's staging is what makes tampering harmless.
+
+Longer than the 250-line guide: creation, replacement of the agent's files and
+staging must agree on one split of protected and agent-owned files, so they
+live beside the lists that define it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import stat
 import sys
+import tempfile
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -39,12 +50,22 @@ META = ".cuda-agent/task.json"
 INTEGRITY_CHECKED = ("model.py", "binding.cpp", "binding_registry.h")
 
 
+class CacheDirError(OSError):
+    """The cache directory cannot be used (read-only, no space, damaged): the user's to fix."""
+
+
 def cache_root() -> Path:
     base = os.environ.get("CUDA_AGENT_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "cuda-agent"
     )
     p = Path(base)
-    p.mkdir(parents=True, exist_ok=True)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        if not os.access(p, os.W_OK):
+            raise PermissionError(13, "not writable", str(p))
+    except OSError as e:
+        raise CacheDirError(e.errno, f"the cache directory {p} cannot be used ({e.strerror}); set CUDA_AGENT_CACHE "
+                            "to a writable directory") from None
     return p
 
 
@@ -82,22 +103,118 @@ def _read_only(p: Path) -> None:
     p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
-def copy_solution(src: str | Path, workspace: str | Path) -> None:
-    """Copy a solution folder's agent files (model_new.py, kernels/) into a workspace."""
-    s, w = Path(src), Path(workspace)
+def check_solution(src: str | Path) -> Path:
+    """A solution folder (model_new.py, optional kernels/): checked before anything is written."""
+    s = Path(src)
+    if not s.is_dir():
+        raise TaskError(f"solution folder not found: {s}" if not s.exists() else f"{s} is not a folder (a solution "
+                        "folder holds model_new.py and kernels/; a single-file solution is evaluated with --solution)")
     if not (s / "model_new.py").is_file():
         raise TaskError(f"{s} is not a solution folder (no model_new.py)")
-    shutil.copy(s / "model_new.py", w / "model_new.py")
-    if (s / "kernels").is_dir():
-        shutil.copytree(s / "kernels", w / "kernels", dirs_exist_ok=True)
+    return s
+
+
+def copy_solution(src: str | Path, workspace: str | Path) -> Path | None:
+    """Make a solution folder's agent files (model_new.py, kernels/) the workspace's, as a unit
+    (never a mix of old and new kernels); returns where the replaced ones were kept, if anywhere."""
+    return replace_agent_files(Path(workspace), check_solution(src))
+
+
+def replace_agent_files(ws: Path, solution: Path | None) -> Path | None:
+    """model_new.py and kernels/ become the solution's (None: the template and an empty kernels/).
+    The old ones, unless identical or untouched, move to .cuda-agent/replaced-<time>/ (returned),
+    so nothing the agent wrote is lost. The new set is laid out beside them first and swapped in
+    by renames: a failure leaves the old set in place."""
+    meta = ws / META
+    meta.parent.mkdir(parents=True, exist_ok=True)
+    incoming = Path(tempfile.mkdtemp(prefix="incoming-", dir=meta.parent))
+    try:
+        if solution is not None:
+            shutil.copy(solution / "model_new.py", incoming / "model_new.py")
+            if (solution / "kernels").is_dir():
+                shutil.copytree(solution / "kernels", incoming / "kernels")
+        else:
+            (incoming / "model_new.py").write_text(template_text("model_new.py"))
+        (incoming / "kernels").mkdir(exist_ok=True)
+        old = read_agent_sources(ws)
+        keep = bool(old) and old != read_agent_sources(incoming) and old != {"model_new.py": template_text("model_new.py")}
+        prefix = f"replaced-{time.strftime('%Y%m%d-%H%M%S')}-" if keep else "old-"
+        aside = Path(tempfile.mkdtemp(prefix=prefix, dir=meta.parent))
+        for name in (*AGENT_FILES, *AGENT_DIRS):
+            if (ws / name).exists():
+                os.rename(ws / name, aside / name)
+        for name in (*AGENT_FILES, *AGENT_DIRS):
+            os.rename(incoming / name, ws / name)
+        if keep:
+            return aside
+        shutil.rmtree(aside)
+        return None
+    finally:
+        shutil.rmtree(incoming, ignore_errors=True)
+
+
+@dataclass
+class InitResult:
+    path: Path
+    created: bool  # a new workspace (False: protected files refreshed in an existing one)
+    agent_files: str  # "template" | "solution" | "kept"
+    replaced_to: Path | None = None  # where the previous agent files were kept
 
 
 def init_workspace(task: Task, dest: str | Path, force: bool = False) -> Path:
+    return make_workspace(task, dest, force=force).path
+
+
+def make_workspace(task: Task, dest: str | Path, *, force: bool = False, solution: str | Path | None = None,
+                   reset: bool = False) -> InitResult:
+    """A new workspace (built in a temporary sibling and renamed into place, so a failure leaves
+    nothing behind), or with `force` an existing one whose protected files are refreshed while the
+    agent's files stay; `solution` or `reset` replace the agent's files as a unit (kept aside)."""
     d = Path(dest)
-    if d.exists() and any(d.iterdir()) and not force:
-        raise FileExistsError(f"{d} exists and is not empty (use --force to overwrite)")
-    d.mkdir(parents=True, exist_ok=True)
+    sol = check_solution(solution) if solution is not None else None
+    if d.exists() and not d.is_dir():
+        raise NotADirectoryError(f"{d} exists and is not a directory")
+    fresh = not d.exists() or not any(d.iterdir())
+    if not fresh and not force:
+        raise FileExistsError(f"{d} exists and is not empty: --force refreshes its protected files and keeps your "
+                              "model_new.py and kernels/; --force with --reset or --solution DIR replaces those too, "
+                              "keeping the old ones in .cuda-agent/replaced-*/")
     remember_task(task)
+    if not fresh:
+        _write_protected(task, d)
+        if sol is None and not reset:
+            if not (d / "model_new.py").exists():
+                (d / "model_new.py").write_text(template_text("model_new.py"))
+            (d / "kernels").mkdir(exist_ok=True)
+            return InitResult(d, False, "kept")
+        return InitResult(d, False, "solution" if sol else "template", replace_agent_files(d, sol))
+    made = [p for p in (d, *d.parents) if not p.exists()]
+    d.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.init-", dir=d.parent))
+    except OSError as e:  # name the directory the user gave, not the temporary one
+        raise OSError(e.errno, e.strerror, str(d)) from None
+    try:
+        _write_protected(task, tmp)
+        if sol is not None:
+            shutil.copy(sol / "model_new.py", tmp / "model_new.py")
+            if (sol / "kernels").is_dir():
+                shutil.copytree(sol / "kernels", tmp / "kernels")
+        else:
+            (tmp / "model_new.py").write_text(template_text("model_new.py"))
+        (tmp / "kernels").mkdir(exist_ok=True)
+        os.rename(tmp, d)  # replaces an empty directory too
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        for p in made[1:]:  # parents this call created, innermost first
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        raise
+    return InitResult(d, True, "solution" if sol else "template")
+
+
+def _write_protected(task: Task, d: Path) -> None:
+    """model.py, the fixed templates, tools/ (read-only) and the metadata naming the task."""
     protected: dict[str, str] = {"model.py": task.source}
     protected.update({n: template_text(n) for n in TEMPLATE_FILES})
     protected.update({f"tools/{t}": tool_script(t) for t in TOOLS})
@@ -111,14 +228,10 @@ def init_workspace(task: Task, dest: str | Path, force: bool = False) -> Path:
             p.chmod(0o555)
         else:
             _read_only(p)
-    if not (d / "model_new.py").exists() or force:
-        (d / "model_new.py").write_text(template_text("model_new.py"))
-    (d / "kernels").mkdir(exist_ok=True)
     meta = d / META
     meta.parent.mkdir(exist_ok=True)
     written = {rel: _digest(text) for rel, text in protected.items() if rel in INTEGRITY_CHECKED}
     meta.write_text(json.dumps({"task": task.name, "task_hash": task.hash, "precision": task.precision, "protected": written}))
-    return d
 
 
 def _digest(text: str) -> str:
