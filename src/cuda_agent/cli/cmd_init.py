@@ -1,5 +1,10 @@
 """`cuda-agent init TASK.py -o DIR`: lay out a CUDA-Agent workspace for a task.
 
+`cuda-agent init --from DIR -o NEW` imports a workspace in the public CUDA-Agent
+release's layout (model.py, model_new.py, kernels/, binding.cpp, binding_registry.h,
+utils/): its model.py becomes the task and its model_new.py and kernels/ the agent's
+files (its own binding files and utils/ are replaced by ours).
+
 A new DIR is built completely or not at all. On an existing workspace, `--force`
 refreshes the protected files (model.py, binding files, SKILL.md, tools/) and keeps
 the agent's model_new.py and kernels/; `--solution DIR` or `--reset` replace those
@@ -14,7 +19,9 @@ HELP = "create a workspace for a KernelBench-format task (model.py, model_new.py
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("task", help="a KernelBench-format task file")
+    p.add_argument("task", nargs="?", help="a KernelBench-format task file (or --from DIR)")
+    p.add_argument("--from", dest="from_dir", metavar="DIR",
+                   help="import a workspace in the public CUDA-Agent release's layout (its model.py is the task)")
     p.add_argument("-o", "--output", required=True, help="the workspace directory to create")
     p.add_argument("--solution", help="use an existing solution (a folder with model_new.py and kernels/) as the agent's files")
     p.add_argument("--force", action="store_true",
@@ -30,6 +37,20 @@ def run(args: argparse.Namespace) -> int:
 
     if args.reset and args.solution:
         raise UsageError("--reset and --solution both replace the agent's files; give one")
+    if args.from_dir:
+        from pathlib import Path
+
+        from cuda_agent.task.workspace import is_release_layout
+
+        src = Path(args.from_dir)
+        if args.task or args.solution:
+            raise UsageError("--from DIR takes the task and the agent's files from DIR; give no TASK or --solution")
+        if not is_release_layout(src):
+            raise UsageError(f"{src} is not a workspace in the CUDA-Agent release's layout (it needs model.py, "
+                             "model_new.py, binding.cpp, binding_registry.h and kernels/, and no .cuda-agent/)")
+        args.task, args.solution = str(src / "model.py"), str(src)
+    if not args.task:
+        raise UsageError("give a task file (or --from DIR)")
     task = Task.from_file(args.task)
     r = make_workspace(task, args.output, force=args.force, solution=args.solution, reset=args.reset)
     d = r.path

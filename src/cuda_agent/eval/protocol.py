@@ -18,7 +18,7 @@ Not guaranteed: that the values in a well-formed reply are true. The parent chec
 against the reference, bounds times with its own clock (`trusted_time`) and judges the guard
 report; this module only guarantees their shape.
 
-Standard library only (the children import it before the candidate loads).
+Standard library and `result` only (the children import it before the candidate loads).
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from cuda_agent.eval.result import CheckRecord
+
+_CHECK_FIELDS = {f.name for f in dataclasses.fields(CheckRecord)}
 
 
 class ProtocolError(ValueError):
@@ -420,8 +424,7 @@ def parse_reply(cmd: str, obj: Any) -> Reply:
         return DigestsReply(_digest_rows(o["digests"], where + ".digests"), _digest_rows(o["scales"], where + ".scales"))
     if cmd == "compare":
         o = _keys(body, where, {"check"}, {"t"})
-        return CompareReply(_keys(o["check"], where + ".check", {"label", "passed"},
-                                  {"max_abs_err", "rel_l2_err", "mismatch_frac", "message"}),
+        return CompareReply(_keys(o["check"], where + ".check", {"label", "passed"}, _CHECK_FIELDS - {"label", "passed"}),
                             _split(o.get("t", {}), where + ".t"))
     if cmd == "controls":
         o = _keys(body, where, {"controls"})

@@ -17,7 +17,7 @@ from cuda_agent.eval.solution_form import form_findings
 from cuda_agent.task.workspace import Staged, template_text
 
 # staging notes that are information, not a broken rule
-_INFO_NOTES = {"no-pristine-task"}
+_INFO_NOTES = {"no-pristine-task", "imported-layout"}
 
 
 def static_findings(sources: dict[str, str], precision: str, *, single_file: bool = False,

@@ -255,11 +255,28 @@ class Staged:
         return h.hexdigest()[:16]
 
 
+# The public CUDA-Agent release's workspace (its agent_workdir): the same files as ours, its own
+# binding.cpp / binding_registry.h and utils/ scripts, and no .cuda-agent/ record.
+RELEASE_FILES = ("model.py", "model_new.py", "binding.cpp", "binding_registry.h")
+
+
+def is_release_layout(workdir: Path) -> bool:
+    return (not (workdir / META).exists() and all((workdir / f).is_file() for f in RELEASE_FILES)
+            and ((workdir / "kernels").is_dir() or (workdir / "utils").is_dir()))
+
+
+IMPORTED_NOTE = ("imported-layout", "", "a workspace in the public CUDA-Agent release's layout was imported: scored against its "
+                 "own model.py, with the evaluator's pristine binding.cpp and binding_registry.h; its utils/ is not used")
+
+
 def find_task(workdir: Path, explicit: Task | None = None) -> tuple[Task, list[tuple[str, str, str]]]:
     """The pristine task for a workspace: given explicitly, else from the cache
-    by the hash recorded at init, else (with a finding) the workspace's model.py."""
+    by the hash recorded at init, else (with a finding) the workspace's model.py;
+    a workspace in the public release's layout is its own model.py's (a note says so)."""
     if explicit is not None:
         return explicit, []
+    if is_release_layout(workdir):
+        return Task.from_file(workdir / "model.py"), [IMPORTED_NOTE]
     meta = workdir / META
     if meta.is_file():
         try:
@@ -303,9 +320,10 @@ def stage(workdir: str | Path, dest: str | Path, task: Task | None = None) -> St
         at_init = json.loads((w / META).read_text()).get("protected", {})
     except (OSError, ValueError):
         at_init = {}
+    release = is_release_layout(w)
     for rel in INTEGRITY_CHECKED:
         p = w / rel
-        if not p.is_file():
+        if not p.is_file() or release:  # the release's own infrastructure differs from ours by design
             continue
         got = p.read_text(errors="replace")
         if got != expected[rel] and _digest(got) != at_init.get(rel):
