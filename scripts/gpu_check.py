@@ -314,6 +314,15 @@ def main() -> int:
                 r = evaluate_single_file(Task.from_file(ex / "task.py"), inline, config=EvalConfig())
                 record(f"inline/{ex.name}", r, "reward 3", r.reward == 3, time.monotonic() - t0)
 
+        # issue 13: a workspace in the public CUDA-Agent release's layout, evaluated as it is
+        rel = work / "release_layout"
+        shutil.copytree(ROOT / "tests" / "fixtures" / "release_layout", rel, dirs_exist_ok=True)
+        t0 = time.monotonic()
+        r = evaluate_workspace(rel, config=EvalConfig())
+        imported = any(f.rule == "imported-layout" for f in r.findings)
+        record("release/scale_add", r, "scored", r.status.value == "ok" and (r.reward or 0) >= 1 and imported,
+               time.monotonic() - t0, "imported" if imported else "no imported-layout note")
+
     overhead: dict[str, list[float]] = {}
     if a.overhead > 0:  # issue 3: the wall time the defences add to one evaluation (build cached, baselines cached)
         good = ROOT / "examples" / "diag_matmul"

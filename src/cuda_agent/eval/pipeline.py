@@ -296,7 +296,6 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
         send(cnd, res, grow, "shape_probe")
     timed.check_timed_outputs(ref, res, cfg, task, treq, reply_t.outputs, len(seeds.correctness), max_bytes)
     grown = _probe_reply(cnd.receive(cfg.correctness_timeout, "run")) if cfg.shape_probe else None
-    cnd.close()
     base_req = dataclasses.replace(treq, out_dir=None, checked=[])
     with _timed_section(res, cfg, gpu):
         timed.baselines(cfg, res, ref, base_req, cache)
@@ -313,7 +312,17 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     res.reward = milestone_reward(True, t, te, tc)
     if bursts is not None:  # the reward's milestones must stand on the parent's clock too (trusted_time)
         timed.check_burst_outputs(ref, res, cfg, task, bursts)
-        res.reward = milestone_from(*timed.trusted_milestones(res, cfg, bursts.per_call_ms, b_eager, b_compile))
+        cand_ms = bursts.per_call_ms
+        if timed.would_withdraw(res, cfg, cand_ms, b_eager, b_compile) and not cnd.dead:
+            # one more look at both sides before a milestone goes: a burst is a wall-clock figure, and a
+            # busy host (a compile farm, the agent's shell) can slow one look but not the fastest of two
+            with _timed_section(res, cfg, gpu):
+                more = timed.burst_candidate(cnd, res, cfg, in_bytes)
+                e2, c2 = timed.burst_baselines(ref, res, cfg, in_bytes, None, "")
+            timed.check_burst_outputs(ref, res, cfg, task, more)
+            cand_ms, b_eager, b_compile = min(cand_ms, more.per_call_ms), min(b_eager, e2), min(b_compile, c2)
+        res.reward = milestone_from(*timed.trusted_milestones(res, cfg, cand_ms, b_eager, b_compile))
+    cnd.close()
     timed.speed_of_light(ref, res, cfg, moved, cache)
     res.message = f"correct; {t:.4g} ms vs eager {te:.4g} ms and torch.compile {tc:.4g} ms; reward {res.reward}"
     if grown is not None:  # last: the reference may fail on grown inputs, and it is not needed after

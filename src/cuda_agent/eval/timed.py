@@ -159,6 +159,13 @@ def burst_baselines(ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int,
     return out[0], out[1]
 
 
+def would_withdraw(res: EvalResult, cfg: EvalConfig, cand_ms: float, eager_ms: float, compile_ms: float) -> bool:
+    """Whether these bursts would withdraw a milestone or call the time forged (no side effects)."""
+    assert res.timing is not None and res.eager_ms is not None
+    tc = res.compile_ms if res.compile_ms is not None else res.eager_ms
+    return tt.judge(res.timing.median_ms, res.eager_ms, tc, cand_ms, eager_ms, compile_ms, cfg.trusted_tol).kind != "ok"
+
+
 def trusted_milestones(res: EvalResult, cfg: EvalConfig, cand_ms: float, eager_ms: float, compile_ms: float) -> tuple[bool, bool]:
     """Judge the device times against the bursts; record it; a forged time ends the evaluation.
     Returns the milestones that stand (faster than eager, faster than torch.compile)."""
@@ -255,5 +262,5 @@ def speed_of_light(ref: Child, res: EvalResult, cfg: EvalConfig, moved: int, cac
         res.findings.append(f)
 
 
-__all__ = ["BurstRecord", "baseline_key", "flag_unstable", "baselines", "burst_baselines", "burst_candidate", "check_burst_outputs",
+__all__ = ["BurstRecord", "baseline_key", "flag_unstable", "would_withdraw", "baselines", "burst_baselines", "burst_candidate", "check_burst_outputs",
            "check_timed_outputs", "speed_of_light", "time_candidate", "time_request", "timed_references", "trusted_milestones"]
