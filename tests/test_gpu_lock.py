@@ -87,3 +87,31 @@ def test_unstable_results_are_retried_flagged_and_not_cached(tmp_path, cache_env
     assert any(f.rule == "timing-unstable" for f in r.findings) and r.gpu_wait_s >= 0
     again = evaluate_workspace(ws, config=cfg)
     assert not again.cache.get("result")  # an unstable verdict is never served from the cache
+
+
+@pytest.mark.slow
+def test_baselines_are_precomputed_into_the_evaluators_cache(tmp_path, cache_env, locks, capsys):
+    """issue 16: `cuda-agent baselines SUITE` times each task once, and an evaluation then finds them cached."""
+    from conftest import FIXTURES
+
+    from cuda_agent.cli.main import main
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "relu2.py").write_text((FIXTURES / "cpu_lane" / "task.py").read_text())
+    assert main(["baselines", str(suite), "--device", "cpu"]) == 0
+    first = capsys.readouterr().out
+    assert "1/1 tasks have baselines (0 were cached)" in first
+    assert main(["baselines", str(suite), "--device", "cpu"]) == 0
+    assert "(1 were cached)" in capsys.readouterr().out  # resumable: the cache answers
+    from cuda_agent.eval.config import EvalConfig
+    from cuda_agent.task import Task
+    from cuda_agent.task.workspace import init_workspace
+
+    ws = init_workspace(Task.from_file(suite / "relu2.py"), tmp_path / "ws")
+    import shutil
+
+    shutil.copytree(FIXTURES / "cpu_lane" / "kernels", ws / "kernels", dirs_exist_ok=True)
+    shutil.copy(FIXTURES / "cpu_lane" / "model_new.py", ws / "model_new.py")
+    r = evaluate_workspace(ws, config=EvalConfig(device="cpu"))
+    assert r.status is Status.OK and r.cache.get("baselines") is True, (r.message, r.cache)

@@ -38,6 +38,7 @@ VERBS: dict[str, str] = {
     "synth": "cuda_agent.cli.cmd_synth",
     "rl": "cuda_agent.cli.cmd_rl",
     "view": "cuda_agent.cli.cmd_view",
+    "baselines": "cuda_agent.cli.cmd_baselines",
 }
 # what the file system refuses: the user's to fix (another -o, permissions, space)
 FS_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT}

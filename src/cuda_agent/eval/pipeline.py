@@ -30,13 +30,11 @@ candidate child, and then without a GPU they are only checked statically.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import os
 import secrets
 import time
-from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import lru_cache
@@ -44,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.eval import gpu as gpu_mod
-from cuda_agent.eval import gpu_lock, inline_build, timed, warm
+from cuda_agent.eval import inline_build, timed, warm
 from cuda_agent.eval import protocol as P
 from cuda_agent.eval import sanitize as sanitize_mod
 from cuda_agent.eval.build import BuildResult, build
@@ -284,7 +282,7 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
         res.message = f"correct on {len(seeds.correctness)} fresh input sets"
         raise Stop(res)
     treq = timed.time_request(cfg, seeds.timing, io)
-    with _timed_section(res, cfg, gpu):  # exclusive per physical GPU, across processes (gpu_lock)
+    with timed.section(res, cfg, gpu):  # exclusive per physical GPU, across processes (gpu_lock)
         reply_t = timed.time_candidate(cnd, res, cfg, treq)
         bursts = timed.burst_candidate(cnd, res, cfg, in_bytes) if cfg.trusted_clock else None
     # after timing: a candidate that fails on the grown inputs may leave its CUDA context unusable.
@@ -297,7 +295,7 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     timed.check_timed_outputs(ref, res, cfg, task, treq, reply_t.outputs, len(seeds.correctness), max_bytes)
     grown = _probe_reply(cnd.receive(cfg.correctness_timeout, "run")) if cfg.shape_probe else None
     base_req = dataclasses.replace(treq, out_dir=None, checked=[])
-    with _timed_section(res, cfg, gpu):
+    with timed.section(res, cfg, gpu):
         timed.baselines(cfg, res, ref, base_req, cache)
         assert res.eager_timing is not None
         if bursts is not None:
@@ -316,7 +314,7 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
         if timed.would_withdraw(res, cfg, cand_ms, b_eager, b_compile) and not cnd.dead:
             # one more look at both sides before a milestone goes: a burst is a wall-clock figure, and a
             # busy host (a compile farm, the agent's shell) can slow one look but not the fastest of two
-            with _timed_section(res, cfg, gpu):
+            with timed.section(res, cfg, gpu):
                 more = timed.burst_candidate(cnd, res, cfg, in_bytes)
                 e2, c2 = timed.burst_baselines(ref, res, cfg, in_bytes, None, "")
             timed.check_burst_outputs(ref, res, cfg, task, more)
@@ -327,26 +325,6 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     res.message = f"correct; {t:.4g} ms vs eager {te:.4g} ms and torch.compile {tc:.4g} ms; reward {res.reward}"
     if grown is not None:  # last: the reference may fail on grown inputs, and it is not needed after
         _shape_probe(ref, res, cfg, task, grown, grow, max_bytes)
-
-
-@contextlib.contextmanager
-def _timed_section(res: EvalResult, cfg: EvalConfig, gpu: gpu_mod.GPU) -> Iterator[None]:
-    """Hold the GPU's timing lock; afterwards note outside work that shared the GPU meanwhile."""
-    with gpu_lock.exclusive(gpu.key, cfg.gpu_lock_wait_s) as held:
-        res.gpu_wait_s = round(res.gpu_wait_s + held.waited_s, 3)
-        if not held.exclusive:
-            res.findings.append(Finding("gpu-lock-timeout", f"waited {held.waited_s:.0f} s for the GPU's timing lock and "
-                                        "timed without it: another process may have timed at the same time", Severity.WARN))
-        t0 = time.time()
-        yield
-    if cfg.device == "cuda" and gpu.uuid:
-        busy = gpu_lock.foreign_work(gpu.uuid, t0)
-        if busy is not None and busy.startswith("unavailable"):
-            res.defences["gpu_busy_check"] = busy
-        elif busy is not None:
-            res.findings.append(Finding("gpu-busy", f"processes outside any evaluation used the GPU while it was timed "
-                                        f"({busy}): the times may be off", Severity.WARN))
-            res.unstable = True
 
 
 def _probe_reply(reply: P.Reply | ChildFailure) -> P.OutputRecord | str:

@@ -21,23 +21,47 @@ Not guaranteed: stable GPU clocks, or that another process leaves the GPU alone 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import secrets
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_agent.eval import gpu_lock
 from cuda_agent.eval import protocol as P
 from cuda_agent.eval import speed_of_light as sol
 from cuda_agent.eval import trusted_time as tt
 from cuda_agent.eval.cache import KVCache
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.exchange import ask, compare_recv, compare_send, finish, guard, recv, send, who
+from cuda_agent.eval.gpu import GPU
 from cuda_agent.eval.procs import Child, failure
 from cuda_agent.eval.result import EvalResult, Finding, Severity, Status, TimingStats
 from cuda_agent.eval.timing import PROTOCOL as TIMING_PROTOCOL
 from cuda_agent.eval.timing import checked_calls, derive_seed, side_stream_suspect
 from cuda_agent.task.taskfile import Task
+
+
+@contextlib.contextmanager
+def section(res: EvalResult, cfg: EvalConfig, gpu: GPU) -> Iterator[None]:
+    """Hold the GPU's timing lock; afterwards note outside work that shared the GPU meanwhile."""
+    with gpu_lock.exclusive(gpu.key, cfg.gpu_lock_wait_s) as held:
+        res.gpu_wait_s = round(res.gpu_wait_s + held.waited_s, 3)
+        if not held.exclusive:
+            res.findings.append(Finding("gpu-lock-timeout", f"waited {held.waited_s:.0f} s for the GPU's timing lock and "
+                                        "timed without it: another process may have timed at the same time", Severity.WARN))
+        t0 = time.time()
+        yield
+    if cfg.device == "cuda" and gpu.uuid:
+        busy = gpu_lock.foreign_work(gpu.uuid, t0)
+        if busy is not None and busy.startswith("unavailable"):
+            res.defences["gpu_busy_check"] = busy
+        elif busy is not None:
+            res.findings.append(Finding("gpu-busy", f"processes outside any evaluation used the GPU while it was timed "
+                                        f"({busy}): the times may be off", Severity.WARN))
+            res.unstable = True
 
 
 def time_request(cfg: EvalConfig, timing_seeds: list[int], out_dir: Path | None) -> P.Time:
@@ -221,14 +245,13 @@ def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: 
     res.cache["baselines"] = False
     base = P.Time(req.seeds, req.n_warmup, req.n_timed, req.max_cv, req.max_rounds, fresh_seed=req.fresh_seed)
     res.eager_timing = TimingStats.from_dict(ask(ref, res, base, cfg.baseline_timeout, "baseline_eager", P.TimeReply).stats)
-    if not cfg.compile_baseline:
-        return
-    reply = ref.request(dataclasses.replace(base, compiled=True), cfg.baseline_timeout)
-    if isinstance(reply, P.TimeReply):
-        res.compile_timing = TimingStats.from_dict(reply.stats)
-    elif (why := failure(reply)) is not None:
-        res.findings.append(Finding("compile-baseline-failed", f"torch.compile of the reference failed ({why}); eager stands in", Severity.WARN))
-    if cache is not None and res.compile_timing is not None:  # a failed compile may be transient: retry next time
+    if cfg.compile_baseline:
+        reply = ref.request(dataclasses.replace(base, compiled=True), cfg.baseline_timeout)
+        if isinstance(reply, P.TimeReply):
+            res.compile_timing = TimingStats.from_dict(reply.stats)
+        elif (why := failure(reply)) is not None:
+            res.findings.append(Finding("compile-baseline-failed", f"torch.compile of the reference failed ({why}); eager stands in", Severity.WARN))
+    if cache is not None and (res.compile_timing is not None or not cfg.compile_baseline):  # a failed compile may be transient
         cache.put(key, {"eager": res.eager_timing.__dict__, "compile": res.compile_timing.__dict__})
 
 
@@ -262,5 +285,5 @@ def speed_of_light(ref: Child, res: EvalResult, cfg: EvalConfig, moved: int, cac
         res.findings.append(f)
 
 
-__all__ = ["BurstRecord", "baseline_key", "flag_unstable", "would_withdraw", "baselines", "burst_baselines", "burst_candidate", "check_burst_outputs",
+__all__ = ["BurstRecord", "section", "baseline_key", "flag_unstable", "would_withdraw", "baselines", "burst_baselines", "burst_candidate", "check_burst_outputs",
            "check_timed_outputs", "speed_of_light", "time_candidate", "time_request", "timed_references", "trusted_milestones"]
