@@ -155,6 +155,8 @@ def redteam_case(case: Path, dest: Path) -> EvalResult:
     expect = json.loads((case / "EXPECT.json").read_text())
     task_path = REDTEAM / "tasks" / f"{expect['task']}.py"
     cfg = EvalConfig(reuse_results=False, correctness_timeout=60, load_timeout=120, sanitize=expect.get("lane") == "sanitize")
+    if expect.get("solution_from"):  # a hijack: an honest solution under the test-only switch
+        case = REDTEAM / expect["solution_from"]
     if (case / "solution.py").is_file():
         return evaluate_single_file(Task.from_file(task_path), case / "solution.py", config=cfg)
     ws = init_workspace(Task.from_file(task_path), dest, force=True)

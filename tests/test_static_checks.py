@@ -31,7 +31,14 @@ CONTROLS = sorted(p for p in (REDTEAM / "controls").iterdir() if p.is_dir())
 TASKS = {"elementwise_relu", "matmul", "softmax"}
 
 
+def _source_dir(d: Path) -> Path:
+    """A hijack folder borrows an honest solution (EXPECT.json "solution_from"); the others hold their own."""
+    exp = json.loads((d / "EXPECT.json").read_text()) if (d / "EXPECT.json").is_file() else {}
+    return REDTEAM / exp["solution_from"] if exp.get("solution_from") else d
+
+
 def _findings(d: Path, precision: str = "fp32"):
+    d = _source_dir(d)
     if (d / "solution.py").is_file():
         return check_single_file((d / "solution.py").read_text(), precision=precision)
     return check_sources(read_agent_sources(d), precision=precision)
@@ -61,7 +68,8 @@ def test_corpus_shape():
 def test_hack(d: Path):
     exp = json.loads((d / "EXPECT.json").read_text())
     assert set(exp) >= {"mechanism", "caught_by", "rule", "task"} and exp["task"] in TASKS
-    assert (d / "model_new.py").is_file() or (d / "solution.py").is_file()
+    src = _source_dir(d)
+    assert (src / "model_new.py").is_file() or (src / "solution.py").is_file()
     found = _findings(d)
     if exp["caught_by"] == "static":
         assert exp["rule"] in RULES
