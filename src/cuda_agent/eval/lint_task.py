@@ -69,7 +69,7 @@ def lint_task(task: Task, *, device: str = "cuda", n_seeds: int = 5, timeout: fl
                 P.Controls([secrets.randbits(62) for _ in range(n_seeds)], secrets.randbits(62), task.atol, task.rtol),
             ]
             for msg in steps:
-                announce("reference" if msg["cmd"] == "setup" else "controls")
+                announce("reference" if msg.cmd == "setup" else "controls")
                 reply = child.request(msg, timeout)
                 if isinstance(reply, ChildFailure):
                     report.error = f"{msg.cmd}: {reply.message}"

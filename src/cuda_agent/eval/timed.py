@@ -252,11 +252,14 @@ def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: 
         elif (why := failure(reply)) is not None:
             res.findings.append(Finding("compile-baseline-failed", f"torch.compile of the reference failed ({why}); eager stands in", Severity.WARN))
     if cache is not None and (res.compile_timing is not None or not cfg.compile_baseline):  # a failed compile may be transient
-        cache.put(key, {"eager": res.eager_timing.__dict__, "compile": res.compile_timing.__dict__})
+        cache.put(key, {"eager": res.eager_timing.__dict__, "compile": res.compile_timing.__dict__ if res.compile_timing else None})
 
 
 def flag_unstable(res: EvalResult, cfg: EvalConfig) -> None:
-    """A timing whose spread stayed above max_cv after its rounds does not pass silently."""
+    """A timing whose spread stayed above max_cv after its rounds does not pass silently. Not on the
+    CPU lane, whose host-clock times mean nothing and are as noisy as the machine."""
+    if cfg.device != "cuda":
+        return
     shaky = [(name, t) for name, t in (("the candidate", res.timing), ("eager", res.eager_timing),
                                        ("torch.compile", res.compile_timing)) if t is not None and t.cv > cfg.max_cv]
     if shaky:
