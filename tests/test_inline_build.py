@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -53,7 +53,9 @@ def test_dynamic_arguments_leave_the_build_to_the_child(call):
 def test_a_single_file_solution_is_built_once_in_the_parent(tmp_path, cache_env):
     task = Task.from_file(LANE / "task.py")
     sol = tmp_path / "solution.py"
-    shutil.copy(LANE / "solution_inline.py", sol)
+    # a source no other test built (build objects are shared across the test session)
+    sol.write_text((LANE / "solution_inline.py").read_text().replace("#include <torch/extension.h>\n",
+                                                                       f"#include <torch/extension.h>\n// {uuid.uuid4().hex}\n"))
     first = evaluate_single_file(task, sol, config=cpu_cfg(), phase="verify")
     assert first.status is Status.OK and first.correct, (first.message, first.log[-2000:])
     assert first.defences["inline_build"] == "in the evaluator: cpu_lane_inline" and first.cache["build"] is False

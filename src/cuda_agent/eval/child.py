@@ -16,7 +16,9 @@ controls for `lint-task`), `bandwidth` (a device copy, for the speed-of-light
 flag), `burst` (back-to-back calls on fresh inputs, each output reduced to a
 digest under secret weights; the parent clocks it: `trusted_time`),
 `digests` (reference role: the same digests of the reference's outputs),
-`warm` (reference role: compile and call once before a baseline's burst),
+`warm` (reference role: compile and call once before a baseline's burst);
+those three live in `child_burst`, the state and input draws they share in
+`child_state`.
 `exit`. The reference reads and removes output files only inside the
 candidate's io dir it was given at setup (`peer_io`), never through a link. With `guard` at setup (candidate role), `run` and `time` also
 report the runtime defences of `runtime_checks`: the ATen ops executed in the
@@ -42,11 +44,8 @@ rules would stop the real hijack first (`_hijack`).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import math
 import os
-import random
 import stat
 import sys
 import time
@@ -58,115 +57,24 @@ from typing import Any
 import torch
 
 from cuda_agent.eval import protocol as P
+from cuda_agent.eval.child_burst import cmd_burst, cmd_digests, cmd_warm, compiled_or_model
+from cuda_agent.eval.child_state import (
+    State,
+    describe,
+    flatten,
+    grow_inputs,
+    hijack,
+    import_file,
+    make_inputs,
+    poison,
+    seed_all,
+    sync,
+)
 from cuda_agent.eval.compare import compare_outputs
 from cuda_agent.eval.result import CheckRecord
 from cuda_agent.eval.runtime_checks import OpLog, new_threads, thread_ids
-from cuda_agent.eval.tensorfile import Staging, TensorFileError, dtype_name, load_tensors, save_tensors
+from cuda_agent.eval.tensorfile import TensorFileError, load_tensors, save_tensors
 from cuda_agent.eval.timing import derive_seed, make_clock, time_calls
-
-
-class State:
-    def __init__(self, role: str):
-        self.role = role
-        self.task: Any = None
-        self.model: Any = None
-        self.device = torch.device("cuda", 0)  # setup may switch to "cpu" (harness tests only)
-        self.out_nbytes = 0
-        self.notes: list[str] = []
-        self.kept: dict[str, list[Any]] = {}  # reference role: outputs by label, for `compare`
-        self.guard = False  # candidate role: op log and thread census (runtime_checks)
-        self.peer_io: str | None = None  # reference role: the candidate's io dir (setup)
-        self.compiled: Any = None  # reference role: torch.compile of the model, made once (baselines, bursts)
-        self.weights: dict[tuple[int, int, int], Any] = {}  # burst digest weights by (seed, output index, numel)
-        self.ops: dict[str, int] = {}
-        self.threads: list[str] = []
-        self._staging: Staging | None = None
-
-    @property
-    def staging(self) -> Staging:
-        """The host buffer every output file passes through (pinned on a GPU), made on first use."""
-        if self._staging is None:
-            self._staging = Staging(pin=self.device.type == "cuda")
-        return self._staging
-
-    def guard_report(self) -> dict[str, Any]:
-        return {"ops": dict(self.ops), "new_threads": list(self.threads)}
-
-
-def _import_file(name: str, path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _seed_all(seed: int) -> None:
-    random.seed(seed)
-    torch.manual_seed(seed)
-    try:
-        import numpy as np
-
-        np.random.seed(seed % (2**32))
-    except ImportError:
-        pass
-
-
-def make_inputs(st: State, seed: int) -> list[Any]:
-    # Drawn on the evaluation device: tensors the task creates without a device
-    # come straight from the device generator (seconds faster than CPU randn for
-    # large inputs) and are identical in both children for the same seed.
-    _seed_all(seed)
-    with st.device:
-        inputs = st.task.get_inputs()
-    return [x.to(st.device) if isinstance(x, torch.Tensor) else x for x in inputs]
-
-
-def grow_inputs(a: list[Any], b: list[Any]) -> list[Any]:
-    """The shape probe's inputs: two input sets joined along dim 0, for every tensor whose dim 0
-    equals the first tensor's (the batch-like dimension); other inputs come from `a`."""
-    first = next((x for x in a if isinstance(x, torch.Tensor) and x.dim() >= 1), None)
-    if first is None:
-        raise ValueError("no tensor input with a leading dimension to grow")
-    d = first.shape[0]
-    return [torch.cat([x, y]) if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] == d else x
-            for x, y in zip(a, b, strict=True)]
-
-
-def _flatten(out: Any) -> list[Any]:
-    return list(out) if isinstance(out, (tuple, list)) else [out]
-
-
-def _describe(t: Any, inputs: list[Any]) -> dict[str, Any]:
-    if not isinstance(t, torch.Tensor):
-        return {"tensor": False, "type": type(t).__name__}
-    input_ptrs = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
-    return {
-        "tensor": True,
-        "plain": type(t) is torch.Tensor or type(t) is torch.nn.Parameter,
-        "dtype": dtype_name(t.dtype),
-        "shape": list(t.shape),
-        "device": str(t.device),
-        "contiguous": t.is_contiguous(),
-        "nbytes": t.numel() * t.element_size(),
-        "aliases_input": t.untyped_storage().data_ptr() in input_ptrs,
-    }
-
-
-def _sync(st: State) -> None:
-    if st.device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def _poison(st: State) -> None:
-    # Fill a block of the size of the last outputs with NaN bytes and free it,
-    # so an output that is allocated but never written reads as NaN.
-    if st.out_nbytes:
-        p = torch.empty(st.out_nbytes, dtype=torch.uint8, device=st.device)
-        p.fill_(0xFF)
-        del p
 
 
 def _serve_prebuilt(prebuilt: dict[str, str]) -> None:
@@ -178,17 +86,9 @@ def _serve_prebuilt(prebuilt: dict[str, str]) -> None:
 
     def load_inline(name: str, *args: Any, **kwargs: Any) -> Any:
         so = prebuilt.get(name)
-        return _import_file(name, Path(so)) if so is not None else real(name, *args, **kwargs)
+        return import_file(name, Path(so)) if so is not None else real(name, *args, **kwargs)
 
     ext.load_inline = load_inline
-
-
-def _hijack() -> dict[str, str]:
-    """The test-only hijack switch (module docstring), e.g. "fake_time=0.1" (report faster times),
-    "spoof_gpu=NAME", "reply_path=/p" (name another file for the reference), "remount=/p" (make the
-    file system writable and plant /p), "fake_digest=1" (skip the burst's work), "drop_guard=1"."""
-    raw = os.environ.get("CUDA_AGENT_TEST_HIJACK", "")
-    return dict(kv.split("=", 1) for kv in raw.split(",") if "=" in kv)
 
 
 def cmd_setup(st: State, req: P.Setup) -> dict[str, Any]:
@@ -207,8 +107,8 @@ def cmd_setup(st: State, req: P.Setup) -> dict[str, Any]:
         st.device = torch.device("cpu")
     else:
         torch.cuda.set_device(st.device)
-    st.task = _import_file("model", Path(req.task_path))
-    _seed_all(req.init_seed)
+    st.task = import_file("model", Path(req.task_path))
+    seed_all(req.init_seed)
     ref = st.task.Model(*st.task.get_init_inputs()).to(st.device)
     if st.role == "reference":
         st.model = ref
@@ -217,13 +117,13 @@ def cmd_setup(st: State, req: P.Setup) -> dict[str, Any]:
         if sol is None:
             raise ValueError("the candidate's setup names no solution")
         if sol.so_path:
-            _import_file("cuda_extension", Path(sol.so_path))
+            import_file("cuda_extension", Path(sol.so_path))
         if sol.inline:
             _serve_prebuilt(sol.inline)
-        mod = _import_file("model_new", Path(sol.path))
+        mod = import_file("model_new", Path(sol.path))
         if not hasattr(mod, "ModelNew"):
             raise AttributeError(f"{Path(sol.path).name} defines no class ModelNew")
-        _seed_all(req.init_seed)
+        seed_all(req.init_seed)
         new = mod.ModelNew(*st.task.get_init_inputs()).to(st.device)
         ref_keys, new_keys = set(ref.state_dict()), set(new.state_dict())
         if ref_keys == new_keys:
@@ -238,7 +138,7 @@ def cmd_setup(st: State, req: P.Setup) -> dict[str, Any]:
         st.model = new
     reply: dict[str, Any] = {"notes": st.notes}
     if st.role == "candidate":
-        hj = _hijack()
+        hj = hijack()
         if "spoof_gpu" in hj:  # a rewritten harness claiming another GPU (the parent reads its own)
             reply["gpu"] = hj["spoof_gpu"]
         if hj.get("remount"):
@@ -263,7 +163,7 @@ def _guarded_call(st: State, fn: Any, inputs: list[Any]) -> Any:
     log = OpLog()
     with torch.no_grad(), log:
         out = fn(*inputs)
-    _sync(st)
+    sync(st)
     for name, n in log.ops.items():
         st.ops[name] = st.ops.get(name, 0) + n
     st.threads += new_threads(before)
@@ -272,13 +172,13 @@ def _guarded_call(st: State, fn: Any, inputs: list[Any]) -> Any:
 
 def _run_one(st: State, fn: Any, inputs: list[Any]) -> tuple[list[Any], bool]:
     snapshot = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-    _poison(st)
+    poison(st)
     if st.guard:
-        outs = _flatten(_guarded_call(st, fn, inputs))
+        outs = flatten(_guarded_call(st, fn, inputs))
     else:
         with torch.no_grad():
-            outs = _flatten(fn(*inputs))
-    _sync(st)
+            outs = flatten(fn(*inputs))
+    sync(st)
     mutated = any(
         isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, snapshot, strict=True)
     )
@@ -286,7 +186,7 @@ def _run_one(st: State, fn: Any, inputs: list[Any]) -> tuple[list[Any], bool]:
 
 
 def _save(st: State, outs: list[Any], inputs: list[Any], path: str) -> list[dict[str, Any]]:
-    meta = [_describe(t, inputs) for t in outs]
+    meta = [describe(t, inputs) for t in outs]
     tensors = [t for t in outs if isinstance(t, torch.Tensor)]
     st.out_nbytes = sum(t.numel() * t.element_size() for t in tensors)
     if len(tensors) == len(outs):
@@ -297,7 +197,7 @@ def _save(st: State, outs: list[Any], inputs: list[Any], path: str) -> list[dict
 def cmd_run(st: State, req: P.Run) -> dict[str, Any]:
     results = []
     split = {"inputs": 0.0, "call": 0.0, "save": 0.0}  # where the phase's seconds go (issue 2's turnaround)
-    fake_path = _hijack().get("reply_path") if st.role == "candidate" else None
+    fake_path = hijack().get("reply_path") if st.role == "candidate" else None
     for i, seed in enumerate(req.seeds):
         t0 = time.perf_counter()
         inputs = make_inputs(st, seed)
@@ -308,7 +208,7 @@ def cmd_run(st: State, req: P.Run) -> dict[str, Any]:
         t2 = time.perf_counter()
         if req.keep:  # reference role: keep on the device, compared later in this process
             st.kept[f"{req.tag}#{i}"] = outs
-            rec: dict[str, Any] = {"meta": [_describe(t, inputs) for t in outs]}
+            rec: dict[str, Any] = {"meta": [describe(t, inputs) for t in outs]}
         else:
             if req.out_dir is None:
                 raise ValueError("run: neither keep nor out_dir")
@@ -322,7 +222,7 @@ def cmd_run(st: State, req: P.Run) -> dict[str, Any]:
         rec["in_nbytes"] = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
         results.append(rec)
     reply: dict[str, Any] = {"outputs": results, "t": split}
-    if st.guard and not _hijack().get("drop_guard"):
+    if st.guard and not hijack().get("drop_guard"):
         reply["guard"] = st.guard_report()
     return reply
 
@@ -357,7 +257,7 @@ def cmd_compare(st: State, req: P.Compare) -> dict[str, Any]:
 
 def _hijack_stats(stats: dict[str, Any]) -> dict[str, Any]:
     """A rewritten harness reporting faster times than it measured (test-only switch)."""
-    f = float(_hijack().get("fake_time", "1"))
+    f = float(hijack().get("fake_time", "1"))
     if f == 1:
         return stats
     return {k: (v * f if k in ("median_ms", "mean_ms", "min_ms", "probe_ms", "enqueue_ms") and v is not None else v)
@@ -366,14 +266,14 @@ def _hijack_stats(stats: dict[str, Any]) -> dict[str, Any]:
 
 def cmd_time(st: State, req: P.Time) -> dict[str, Any]:
     input_sets = [make_inputs(st, s) for s in req.seeds]
-    fn = _callable(st, "compiled" if req.compiled else "model")
+    fn = compiled_or_model(st, "compiled" if req.compiled else "model")
     base = req.fresh_seed
     fresh = (lambda g: make_inputs(st, derive_seed(base, g))) if base is not None else None
     kept: dict[int, Any] = {}
     before = thread_ids() if st.guard else set()
     stats, last = time_calls(
         fn, input_sets, clock="cuda" if st.device.type == "cuda" else "host", n_warmup=req.n_warmup, n_timed=req.n_timed,
-        max_cv=req.max_cv, max_rounds=req.max_rounds, before_call=lambda: _poison(st),
+        max_cv=req.max_cv, max_rounds=req.max_rounds, before_call=lambda: poison(st),
         fresh_inputs=fresh, checked=req.checked if req.out_dir else [], kept=kept,
         sync_before_end=req.sync_before_end,
     )
@@ -382,125 +282,20 @@ def cmd_time(st: State, req: P.Time) -> dict[str, Any]:
         st.threads += new_threads(before)
         # one untimed call on a fresh timing input, under the op log
         extra = make_inputs(st, derive_seed(base, -1)) if base is not None else input_sets[0]
-        _poison(st)
+        poison(st)
         _guarded_call(st, fn, extra)
-        if not _hijack().get("drop_guard"):
+        if not hijack().get("drop_guard"):
             reply["guard"] = st.guard_report()
     if req.out_dir:
         if fresh is not None:
             for g, out in sorted(kept.items()):
-                meta = _save(st, _flatten(out), [], P.timed_path(req.out_dir, g))
+                meta = _save(st, flatten(out), [], P.timed_path(req.out_dir, g))
                 reply["outputs"].append({"meta": meta, "call": g})
         else:
             for i, (out, inputs) in enumerate(zip(last, input_sets, strict=True)):
-                meta = _save(st, _flatten(out), inputs, P.timed_path(req.out_dir, i))
+                meta = _save(st, flatten(out), inputs, P.timed_path(req.out_dir, i))
                 reply["outputs"].append({"meta": meta, "call": i})
     return reply
-
-
-DIGESTS_PER_OUTPUT = 2  # independent weight rows: a wrong output slips past one with ~10 % chance, past both ~1 %
-
-
-def _weights(st: State, seed: int, j: int, like: torch.Tensor) -> torch.Tensor:
-    """The secret digest weights of output j for this burst: a (2, numel) standard-normal matrix."""
-    key = (seed, j, like.numel())
-    w = st.weights.get(key)
-    if w is None:
-        if len(st.weights) > 16:
-            st.weights.clear()
-        g = torch.Generator(device=like.device)
-        g.manual_seed(derive_seed(seed, j))
-        w = torch.randn((DIGESTS_PER_OUTPUT, like.numel()), generator=g, device=like.device, dtype=torch.float32)
-        st.weights[key] = w
-    return w
-
-
-def _digest_into(st: State, outs: list[Any], seed: int, row: torch.Tensor) -> None:
-    """Per output, DIGESTS_PER_OUTPUT entries of W @ out written into `row` (one GEMV launch each, no
-    host read-back); entries of an output that is not a tensor stay NaN."""
-    for j, t in enumerate(outs[: row.numel() // DIGESTS_PER_OUTPUT]):
-        if not isinstance(t, torch.Tensor):
-            continue
-        x = (torch.view_as_real(t) if t.is_complex() else t).reshape(-1).to(torch.float32)
-        torch.mv(_weights(st, seed, j, x), x, out=row[DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)])
-
-
-def _burst_inputs(st: State, salt: int, k: int) -> Any:
-    """The burst's input sets, one at a time: the task's own get_inputs after seeding once with the salt
-    (no per-call seeding, so that drawing overlaps the device work of the calls)."""
-    _seed_all(salt)
-    for _ in range(k):
-        with st.device:
-            inputs = st.task.get_inputs()
-        yield [x.to(st.device) if isinstance(x, torch.Tensor) else x for x in inputs]
-
-
-def _rows(values: torch.Tensor, n_out: int) -> list[list[float | None]]:
-    rows = values[:, : n_out * DIGESTS_PER_OUTPUT].double().tolist()  # one device sync for the whole burst
-    return [[None if math.isnan(v) else v for v in r] for r in rows]
-
-
-MAX_OUTPUTS = 16  # outputs digested per call
-
-
-def _callable(st: State, mode: str) -> Any:
-    if mode == "compiled":
-        if st.role != "reference":
-            raise PermissionError("only the reference is compiled")
-        if st.compiled is None:
-            st.compiled = torch.compile(st.model)
-        return st.compiled
-    return st.model
-
-
-def cmd_warm(st: State, req: P.Warm) -> dict[str, Any]:
-    fn = _callable(st, req.mode)
-    with torch.no_grad():
-        fn(*make_inputs(st, req.seed))
-    _sync(st)
-    return {}
-
-
-def cmd_burst(st: State, req: P.Burst) -> dict[str, Any]:
-    """k back-to-back calls, each on the next input set drawn after one seeding with the secret salt,
-    each output digested into a device buffer, one sync at the end. The parent's clock around this
-    request is the trusted bound (`trusted_time`)."""
-    if st.role == "candidate" and _hijack().get("fake_digest"):  # a rewritten harness skipping the work
-        return {"digests": [[float(i)] for i in range(req.k)]}
-    fn = _callable(st, req.mode)
-    digests = torch.full((req.k, MAX_OUTPUTS * DIGESTS_PER_OUTPUT), float("nan"), device=st.device)
-    n_out = 0
-    with torch.no_grad():
-        for i, x in enumerate(_burst_inputs(st, req.salt, req.k)):
-            outs = _flatten(fn(*x))
-            n_out = max(n_out, min(len(outs), MAX_OUTPUTS))
-            _digest_into(st, outs, req.weight_seed, digests[i])
-        return {"digests": _rows(digests, n_out)}
-
-
-def cmd_digests(st: State, req: P.Digests) -> dict[str, Any]:
-    """Reference role only: the digests of its own outputs for the sampled calls of a burst, and each
-    one's tolerance scale sqrt(sum((atol + rtol |ref|)^2)): an output within atol/rtol everywhere has a
-    digest within a few scales of the reference's, whatever the secret weights."""
-    if st.role != "reference":
-        raise PermissionError("digests run in the reference process only")
-    order = {c: i for i, c in enumerate(req.calls)}
-    digests = torch.full((len(req.calls), MAX_OUTPUTS * DIGESTS_PER_OUTPUT), float("nan"), device=st.device)
-    scales = torch.full_like(digests, float("nan"), dtype=torch.float64)
-    n_out = 0
-    with torch.no_grad():
-        for i, x in enumerate(_burst_inputs(st, req.salt, max(order) + 1 if order else 0)):
-            if i not in order:
-                continue  # drawn all the same: the draws must follow the candidate's sequence
-            outs = _flatten(st.model(*x))
-            row = order[i]
-            n_out = max(n_out, min(len(outs), MAX_OUTPUTS))
-            _digest_into(st, outs, req.weight_seed, digests[row])
-            for j, t in enumerate(outs[:MAX_OUTPUTS]):
-                if isinstance(t, torch.Tensor):
-                    scale = torch.linalg.vector_norm((req.atol + req.rtol * t.abs()).to(torch.float64))
-                    scales[row, DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)] = scale
-    return {"digests": _rows(digests, n_out), "scales": _rows(scales, n_out)}
 
 
 def cmd_controls(st: State, req: P.Controls) -> dict[str, Any]:

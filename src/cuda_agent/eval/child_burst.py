@@ -1,0 +1,127 @@
+"""The trusted clock's commands in an evaluation child: bursts and digests (`trusted_time`).
+
+Contract: `cmd_burst` runs k back-to-back calls, each on the next input set the task draws after
+one seeding with the request's secret salt, each output reduced to `DIGESTS_PER_OUTPUT` digests
+(W @ out with secret standard-normal weights, one GEMV launch into a device buffer), one sync at
+the end; the parent clocks the request. `cmd_digests` (reference role) digests the reference's
+own outputs for sampled calls, with each digest's tolerance scale; `cmd_warm` (reference) makes
+torch.compile's callable ready outside any clocked request.
+
+Not guaranteed: anything once candidate code runs in the process: the parent checks sampled
+digests against the reference and compares bursts with the baselines'.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from cuda_agent.eval import protocol as P
+from cuda_agent.eval.child_state import State, flatten, hijack, make_inputs, seed_all, sync
+from cuda_agent.eval.timing import derive_seed
+
+DIGESTS_PER_OUTPUT = 2  # independent weight rows: a wrong output slips past one with ~10 % chance, past both ~1 %
+
+
+def _weights(st: State, seed: int, j: int, like: torch.Tensor) -> torch.Tensor:
+    """The secret digest weights of output j for this burst: a (2, numel) standard-normal matrix."""
+    key = (seed, j, like.numel())
+    w = st.weights.get(key)
+    if w is None:
+        if len(st.weights) > 16:
+            st.weights.clear()
+        g = torch.Generator(device=like.device)
+        g.manual_seed(derive_seed(seed, j))
+        w = torch.randn((DIGESTS_PER_OUTPUT, like.numel()), generator=g, device=like.device, dtype=torch.float32)
+        st.weights[key] = w
+    return w
+
+
+def _digest_into(st: State, outs: list[Any], seed: int, row: torch.Tensor) -> None:
+    """Per output, DIGESTS_PER_OUTPUT entries of W @ out written into `row` (one GEMV launch each, no
+    host read-back); entries of an output that is not a tensor stay NaN."""
+    for j, t in enumerate(outs[: row.numel() // DIGESTS_PER_OUTPUT]):
+        if not isinstance(t, torch.Tensor):
+            continue
+        x = (torch.view_as_real(t) if t.is_complex() else t).reshape(-1).to(torch.float32)
+        torch.mv(_weights(st, seed, j, x), x, out=row[DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)])
+
+
+def _burst_inputs(st: State, salt: int, k: int) -> Any:
+    """The burst's input sets, one at a time: the task's own get_inputs after seeding once with the salt
+    (no per-call seeding, so that drawing overlaps the device work of the calls)."""
+    seed_all(salt)
+    for _ in range(k):
+        with st.device:
+            inputs = st.task.get_inputs()
+        yield [x.to(st.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _rows(values: torch.Tensor, n_out: int) -> list[list[float | None]]:
+    rows = values[:, : n_out * DIGESTS_PER_OUTPUT].double().tolist()  # one device sync for the whole burst
+    return [[None if math.isnan(v) else v for v in r] for r in rows]
+
+
+MAX_OUTPUTS = 16  # outputs digested per call
+
+
+def compiled_or_model(st: State, mode: str) -> Any:
+    if mode == "compiled":
+        if st.role != "reference":
+            raise PermissionError("only the reference is compiled")
+        if st.compiled is None:
+            st.compiled = torch.compile(st.model)
+        return st.compiled
+    return st.model
+
+
+def cmd_warm(st: State, req: P.Warm) -> dict[str, Any]:
+    fn = compiled_or_model(st, req.mode)
+    with torch.no_grad():
+        fn(*make_inputs(st, req.seed))
+    sync(st)
+    return {}
+
+
+def cmd_burst(st: State, req: P.Burst) -> dict[str, Any]:
+    """k back-to-back calls, each on the next input set drawn after one seeding with the secret salt,
+    each output digested into a device buffer, one sync at the end. The parent's clock around this
+    request is the trusted bound (`trusted_time`)."""
+    if st.role == "candidate" and hijack().get("fake_digest"):  # a rewritten harness skipping the work
+        return {"digests": [[float(i)] for i in range(req.k)]}
+    fn = compiled_or_model(st, req.mode)
+    digests = torch.full((req.k, MAX_OUTPUTS * DIGESTS_PER_OUTPUT), float("nan"), device=st.device)
+    n_out = 0
+    with torch.no_grad():
+        for i, x in enumerate(_burst_inputs(st, req.salt, req.k)):
+            outs = flatten(fn(*x))
+            n_out = max(n_out, min(len(outs), MAX_OUTPUTS))
+            _digest_into(st, outs, req.weight_seed, digests[i])
+        return {"digests": _rows(digests, n_out)}
+
+
+def cmd_digests(st: State, req: P.Digests) -> dict[str, Any]:
+    """Reference role only: the digests of its own outputs for the sampled calls of a burst, and each
+    one's tolerance scale sqrt(sum((atol + rtol |ref|)^2)): an output within atol/rtol everywhere has a
+    digest within a few scales of the reference's, whatever the secret weights."""
+    if st.role != "reference":
+        raise PermissionError("digests run in the reference process only")
+    order = {c: i for i, c in enumerate(req.calls)}
+    digests = torch.full((len(req.calls), MAX_OUTPUTS * DIGESTS_PER_OUTPUT), float("nan"), device=st.device)
+    scales = torch.full_like(digests, float("nan"), dtype=torch.float64)
+    n_out = 0
+    with torch.no_grad():
+        for i, x in enumerate(_burst_inputs(st, req.salt, max(order) + 1 if order else 0)):
+            if i not in order:
+                continue  # drawn all the same: the draws must follow the candidate's sequence
+            outs = flatten(st.model(*x))
+            row = order[i]
+            n_out = max(n_out, min(len(outs), MAX_OUTPUTS))
+            _digest_into(st, outs, req.weight_seed, digests[row])
+            for j, t in enumerate(outs[:MAX_OUTPUTS]):
+                if isinstance(t, torch.Tensor):
+                    scale = torch.linalg.vector_norm((req.atol + req.rtol * t.abs()).to(torch.float64))
+                    scales[row, DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)] = scale
+    return {"digests": _rows(digests, n_out), "scales": _rows(scales, n_out)}
