@@ -252,7 +252,9 @@ def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: 
         elif (why := failure(reply)) is not None:
             res.findings.append(Finding("compile-baseline-failed", f"torch.compile of the reference failed ({why}); eager stands in", Severity.WARN))
     if cache is not None and (res.compile_timing is not None or not cfg.compile_baseline):  # a failed compile may be transient
-        cache.put(key, {"eager": res.eager_timing.__dict__, "compile": res.compile_timing.__dict__})
+        # an eager-only run (compile_baseline off) has no compile timing: stored as None, read back as None
+        cache.put(key, {"eager": res.eager_timing.__dict__,
+                        "compile": res.compile_timing.__dict__ if res.compile_timing is not None else None})
 
 
 def flag_unstable(res: EvalResult, cfg: EvalConfig) -> None:
