@@ -79,6 +79,7 @@ from cuda_agent.task.workspace import copy_solution, init_workspace, stage  # no
 
 MIX = ROOT / "benchmarks" / "kb_mix" / "MIX.json"
 RESERVE_S = 20.0  # left at the end for the report
+MEASURE_S = 300.0  # what --precompute-baselines leaves for the measurement, unless --baselines-budget-s says
 
 
 @dataclass
@@ -426,7 +427,7 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", help="keep candidates whose label contains one of these")
     ap.add_argument("--precompute-baselines", action="store_true", help="run `cuda-agent baselines` over the mix first")
     ap.add_argument("--only-baselines", action="store_true", help="precompute baselines, export the cache, stop")
-    ap.add_argument("--baselines-budget-s", type=float, default=0.0, help="time limit of the baselines step (default: until the deadline)")
+    ap.add_argument("--baselines-budget-s", type=float, default=0.0, help=f"time limit of the baselines step (default: the deadline, less {MEASURE_S:.0f} s unless --only-baselines)")
     ap.add_argument("--export-cache", action="store_true", help="copy the evaluator's eval.sqlite (baselines) to $OUT")
     a = ap.parse_args()
     # a cache inside the checkout (ignored): baselines survive between calls on a machine kept warm,
@@ -445,7 +446,10 @@ def main() -> int:
     rec = Recorder(out, {"mix": [c.label for c in cands], "salt": a.salt, "phase": a.phase, "deadline_s": a.deadline_s,
                          "gpus": gpus, "cache": os.environ["CUDA_AGENT_CACHE"]})
     if a.precompute_baselines or a.only_baselines:
-        limit = a.baselines_budget_s or (deadline - time.monotonic())
+        left = deadline - time.monotonic()
+        # when measuring too, the baselines leave MEASURE_S for warm-up, serial and pool (resumable: a
+        # later call finishes them)
+        limit = a.baselines_budget_s or (left if a.only_baselines else max(0.0, left - MEASURE_S))
         rec.extra["baselines"] = precompute_baselines(a.kernelbench, limit)
         rec.flush()
     if a.only_baselines:
