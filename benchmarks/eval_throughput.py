@@ -18,7 +18,8 @@ when its share is used, and writes every result to $OUT/eval_throughput.json as 
 2. serial: candidates one after another in this process (`run_job`, `EvalConfig(spare_children=True)`,
    one GPU), until its share of the remaining time (`--serial-share`) is used.
 3. pool: `LocalPool` (one GPU slot per visible GPU, the CPU compile farm building ahead), with at
-   most `--window` jobs in flight, until the deadline.
+   most `--window` jobs in flight (default: slots + 2, so one runs while the next two build), until
+   the deadline less the time the jobs still in flight need to drain.
 Evaluations per GPU-hour = evaluations / (wall hours x GPUs). The phase split sums each result's
 `phases_s` (top-level keys; `reference.setup` is the part of `reference` spent waiting for the
 reference child to start and build the task's model after the build, i.e. child start-up on the
@@ -421,7 +422,7 @@ def main() -> int:
     ap.add_argument("--kernelbench", type=Path, help="KernelBench checkout holding the mix's tasks (e.g. .kb from kb_mix_carry.py)")
     ap.add_argument("--deadline-s", type=float, default=540.0, help="stop submitting work this long after the start")
     ap.add_argument("--serial-share", type=float, default=0.5, help="share of the time after warm-up for the serial mode")
-    ap.add_argument("--window", type=int, default=0, help="pool jobs in flight (default 2 per GPU slot + 2)")
+    ap.add_argument("--window", type=int, default=0, help="pool jobs in flight (default: GPU slots + 2)")
     ap.add_argument("--salt", choices=("both", "model"), default="both")
     ap.add_argument("--phase", choices=("profile", "compile"), default="profile", help="compile: CPU only (a smoke test)")
     ap.add_argument("--only", nargs="*", help="keep candidates whose label contains one of these")
@@ -464,7 +465,12 @@ def main() -> int:
         print(f"warm-up: {rec.extra['warmup']['seconds']} s", flush=True)
         left = deadline - time.monotonic()
         walls["serial"] = run_serial(cands, work, rec, a.salt, a.phase, time.monotonic() + a.serial_share * left)
-        walls["pool"] = run_pool(cands, work, rec, a.salt, a.phase, deadline, pool, a.window or 2 * pool.n_slots + 2)
+        window = a.window or pool.n_slots + 2
+        # the jobs still in flight when submitting stops run one after another per GPU slot: stop early
+        # enough for them to drain by the deadline (estimated from the serial evaluations' mean time)
+        served = [r.busy_s for r in rec.rows if r.mode == "serial"]
+        drain = window * (sum(served) / len(served) if served else 0.0) / pool.n_slots
+        walls["pool"] = run_pool(cands, work, rec, a.salt, a.phase, deadline - drain, pool, window)
         rec.extra["pool_stats"] = dict(pool.stats)
     rec.extra["walls_s"] = walls
     unexpected = report(rec, walls, {"serial": 1, "pool": n_gpu}, rec.extra)
