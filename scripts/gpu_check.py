@@ -10,7 +10,9 @@ and expects their statuses, each followed by a good
 evaluation in the same run to show the fault was contained; (3) the red-team
 corpus (tests/redteam): every hack must be rejected or get reward -1, every
 honest control must be accepted (status ok, reward >= 1), with the static gate
-on, as in production; (4) pytest's `gpu`-marked tests. Writes every result as
+on, as in production; (4) pytest's `gpu`-marked tests; (5) with `--throughput KB_DIR`,
+the evaluation-throughput benchmark (benchmarks/eval_throughput.py: evaluations per
+GPU-hour serial and on the pool, the phase split), its table printed before this one. Writes every result as
 JSON under $OUT (or ./out) and prints a short table last, with the counts of
 hacks rejected, controls accepted and faults contained. Exit 1 if any expectation failed.
 
@@ -19,6 +21,7 @@ Hacks run --jobs at a time (their timing does not matter); controls and
 examples one at a time.
 
 Usage: PYTHONPATH=src python3 scripts/gpu_check.py [--only NAME ...] [--skip-faults] [--skip-redteam] [--skip-examples] [--skip-pytest] [--jobs N]
+       [--throughput KB_DIR [--throughput-deadline-s S]]
 """
 
 from __future__ import annotations
@@ -213,6 +216,10 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=6, help="hacks evaluated at once")
     ap.add_argument("--faults", nargs="*", help="run only these faults (names of FAULTS and HOSTILE)")
     ap.add_argument("--skip-controls", action="store_true")
+    ap.add_argument("--throughput", metavar="KB_DIR",
+                    help="also run benchmarks/eval_throughput.py (issue 16) on the examples and the KernelBench mix, "
+                         "its task files in KB_DIR (benchmarks/kb_mix_carry.py makes .kb), and print its table")
+    ap.add_argument("--throughput-deadline-s", type=float, default=540.0)
     ap.add_argument("--overhead", type=int, default=0, metavar="N",
                     help="also time N evaluations of diag_matmul with the defences on and N with them off")
     a = ap.parse_args()
@@ -349,6 +356,18 @@ def main() -> int:
         (out / "pytest_gpu.log").write_text(p.stdout + p.stderr)
         print("\n".join((p.stdout + p.stderr).strip().splitlines()[-15:]))
 
+    throughput, throughput_rc = "", None
+    if a.throughput:  # last of the GPU work: it takes the GPU alone, and its own deadline bounds it
+        p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_throughput.py"), "--kernelbench", a.throughput,
+                            "--deadline-s", str(a.throughput_deadline_s)], cwd=ROOT, capture_output=True, text=True,
+                           env={**os.environ, "OUT": str(out), "PYTHONPATH": str(ROOT / "src")})
+        throughput_rc = p.returncode
+        (out / "eval_throughput.log").write_text(p.stdout + p.stderr)
+        mark = "=" * 100  # the benchmark's report starts after this line
+        throughput = p.stdout[p.stdout.rfind(mark) + len(mark):] if mark in p.stdout else (p.stdout + p.stderr)[-3000:]
+
+    if throughput:
+        print("\nthroughput (benchmarks/eval_throughput.py; exit %s):%s" % (throughput_rc, throughput.rstrip()))
     print("\n" + "=" * 118)
     print(f"{'check':28} {'expect':14} {'status':14} {'rw':>3} {'t ms':>9} {'eager':>9} {'compile':>9} {'xEag':>6} {'xComp':>6} {'cv':>6} {'u/t':>5} {'wall s':>7}")
     for x in rows:
@@ -374,7 +393,9 @@ def main() -> int:
     print(f"passed {len(rows) - len(failed)}/{len(rows)}" + (f"; pytest -m gpu exit {pytest_rc}" if pytest_rc is not None else ""))
     if failed:
         print("failed: " + ", ".join(failed))
-    return 1 if failed or (pytest_rc not in (None, 0, 5)) else 0
+    if throughput_rc not in (None, 0):
+        print(f"throughput benchmark exit {throughput_rc} (an outcome differed from the mix's expectation, or it failed)")
+    return 1 if failed or (pytest_rc not in (None, 0, 5)) or throughput_rc not in (None, 0) else 0
 
 
 if __name__ == "__main__":

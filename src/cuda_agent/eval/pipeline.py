@@ -255,7 +255,11 @@ def _nbytes(rec: P.OutputRecord) -> int:
 def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, pair: warm.Pair,
                     built: _Built, cache: KVCache | None, seeds: _Seeds, gpu: gpu_mod.GPU) -> None:
     task, ref, cnd, io = cand.task, pair.ref, pair.cnd, pair.cnd_io
+    t_setup = time.monotonic()
     recv(ref, res, cfg.load_timeout, "reference", "setup", P.SetupReply)  # both queued by _start_reference
+    # the part of "reference" spent waiting for the reference child to start and build the task's model
+    # after the build: child start-up on the critical path (benchmarks/eval_throughput.py reports it)
+    _book(res, "reference.setup", t_setup)
     ref_run = recv(ref, res, cfg.correctness_timeout, "reference", "run", P.RunReply)
     ref_bytes = max(_nbytes(r) for r in ref_run.outputs)
     moved = max(_nbytes(r) + r.in_nbytes for r in ref_run.outputs)
@@ -278,7 +282,10 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     grow = P.Run([secrets.randbits(62)], "grow", out_dir=str(io), grow_seed=secrets.randbits(62))
     if cfg.phase == "verify":
         if cfg.shape_probe:
-            _shape_probe(ref, res, cfg, task, _probe_reply(cnd.request(grow, cfg.correctness_timeout)), grow, max_bytes)
+            t_probe = time.monotonic()
+            probe = _probe_reply(cnd.request(grow, cfg.correctness_timeout))
+            _book(res, "shape_probe", t_probe)
+            _shape_probe(ref, res, cfg, task, probe, grow, max_bytes)
         res.message = f"correct on {len(seeds.correctness)} fresh input sets"
         raise Stop(res)
     treq = timed.time_request(cfg, seeds.timing, io)
@@ -293,7 +300,10 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     if cfg.shape_probe:
         send(cnd, res, grow, "shape_probe")
     timed.check_timed_outputs(ref, res, cfg, task, treq, reply_t.outputs, len(seeds.correctness), max_bytes)
+    t_probe = time.monotonic()
     grown = _probe_reply(cnd.receive(cfg.correctness_timeout, "run")) if cfg.shape_probe else None
+    if grown is not None:
+        _book(res, "shape_probe", t_probe)
     base_req = dataclasses.replace(treq, out_dir=None, checked=[])
     with timed.section(res, cfg, gpu):
         timed.baselines(cfg, res, ref, base_req, cache)
@@ -325,6 +335,11 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     res.message = f"correct; {t:.4g} ms vs eager {te:.4g} ms and torch.compile {tc:.4g} ms; reward {res.reward}"
     if grown is not None:  # last: the reference may fail on grown inputs, and it is not needed after
         _shape_probe(ref, res, cfg, task, grown, grow, max_bytes)
+
+
+def _book(res: EvalResult, phase: str, t0: float) -> None:
+    """Add the wall seconds since t0 to `phase` of the result (waits that `exchange.recv` does not book)."""
+    res.phases_s[phase] = round(res.phases_s.get(phase, 0.0) + time.monotonic() - t0, 3)
 
 
 def _probe_reply(reply: P.Reply | ChildFailure) -> P.OutputRecord | str:
@@ -371,7 +386,9 @@ def _shape_probe(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, cand_
     """Hardcoded shapes: the candidate must match the reference on one input set whose batch-like
     dimension is doubled (`child.grow_inputs`). Skipped, with a note, when the reference itself
     cannot run such inputs (its shapes are fixed by the task)."""
+    t0 = time.monotonic()
     why = failure(ref.request(dataclasses.replace(grow, keep=True, out_dir=None), cfg.correctness_timeout))
+    _book(res, "shape_probe", t0)  # its compare below is booked to "compare", as every compare
     if why is not None:
         res.defences["shape_probe"] = f"skipped: the reference does not run with a doubled leading dimension ({why[:120]})"
         return

@@ -246,13 +246,18 @@ def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: 
     base = P.Time(req.seeds, req.n_warmup, req.n_timed, req.max_cv, req.max_rounds, fresh_seed=req.fresh_seed)
     res.eager_timing = TimingStats.from_dict(ask(ref, res, base, cfg.baseline_timeout, "baseline_eager", P.TimeReply).stats)
     if cfg.compile_baseline:
+        t0 = time.monotonic()
         reply = ref.request(dataclasses.replace(base, compiled=True), cfg.baseline_timeout)
+        # booked by hand (request, not exchange.recv): torch.compile's own compile is most of a cold baseline
+        res.phases_s["baseline_compile"] = round(time.monotonic() - t0, 3)
         if isinstance(reply, P.TimeReply):
             res.compile_timing = TimingStats.from_dict(reply.stats)
         elif (why := failure(reply)) is not None:
             res.findings.append(Finding("compile-baseline-failed", f"torch.compile of the reference failed ({why}); eager stands in", Severity.WARN))
     if cache is not None and (res.compile_timing is not None or not cfg.compile_baseline):  # a failed compile may be transient
-        cache.put(key, {"eager": res.eager_timing.__dict__, "compile": res.compile_timing.__dict__ if res.compile_timing else None})
+        # an eager-only run (compile_baseline off) has no compile timing: stored as None, read back as None
+        cache.put(key, {"eager": res.eager_timing.__dict__,
+                        "compile": res.compile_timing.__dict__ if res.compile_timing is not None else None})
 
 
 def flag_unstable(res: EvalResult, cfg: EvalConfig) -> None:

@@ -1,0 +1,51 @@
+// C = A @ B^T with A [M, K] and B [N, K] row-major: one cuBLAS sgemm with B
+// transposed by cuBLAS itself (no copy), default math (no TF32).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+namespace {
+
+// One cuBLAS handle per device for the life of the process: creating one costs
+// milliseconds and allocates device memory, so it is not done per call.
+// CUBLAS_DEFAULT_MATH: plain fp32 arithmetic, no TF32 (the task is fp32).
+cublasHandle_t sgemm_handle(int* status) {
+  static cublasHandle_t handles[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    *status = -1;
+    return nullptr;
+  }
+  if (handles[dev] == nullptr) {
+    const cublasStatus_t st = cublasCreate(&handles[dev]);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      handles[dev] = nullptr;
+      *status = (int)st;
+      return nullptr;
+    }
+    cublasSetMathMode(handles[dev], CUBLAS_DEFAULT_MATH);
+  }
+  *status = 0;
+  return handles[dev];
+}
+
+// y[M, N] = x[M, K] @ w[N, K]^T, all row-major (nn.Linear's layout). cuBLAS is
+// column-major, and a row-major [R, C] buffer is the column-major [C, R]
+// matrix, so y^T (N x M, ld N) = (w as K x N, ld K)^T * (x as K x M, ld K).
+int linear_sgemm(const float* x, const float* w, float* y, int M, int N, int K, cudaStream_t stream) {
+  int status = 0;
+  cublasHandle_t h = sgemm_handle(&status);
+  if (h == nullptr) return status;
+  const cublasStatus_t st = cublasSetStream(h, stream);
+  if (st != CUBLAS_STATUS_SUCCESS) return (int)st;
+  const float alpha = 1.0f, beta = 0.0f;
+  return (int)cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, w, K, x, K, &beta, y, N);
+}
+
+}  // namespace
+
+// A [M, K], B [N, K], C [M, N]; fp32, contiguous. Returns 0, or a cuBLAS status (-1: no CUDA device).
+extern "C" int matmul_bt_launch(const float* A, const float* B, float* C, int M, int N, int K, cudaStream_t stream) {
+  if (M == 0 || N == 0) return 0;
+  return linear_sgemm(A, B, C, M, N, K, stream);
+}

@@ -1,0 +1,21 @@
+"""Deliberately wrong variant (multiplies by the divisor instead of dividing).
+
+relu(x @ W^T + b) / divisor: a cuBLAS fp32 GEMM (default math, no TF32) and one
+elementwise pass over its output."""
+
+import cuda_extension
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features, divisor):
+        super().__init__()
+        # Same parameters as Model (the evaluator loads Model's state_dict into this
+        # module); forward never calls the modules, it hands their tensors to the kernel.
+        self.linear = nn.Linear(in_features, out_features)
+        self.divisor = divisor
+
+    def forward(self, x):
+        return cuda_extension.linear_relu_div(
+            x.contiguous(), self.linear.weight.contiguous(), self.linear.bias.contiguous(), self.divisor
+        )

@@ -1,0 +1,39 @@
+#include "binding_registry.h"
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+
+extern "C" int linear_add_relu_launch(const float* x, const float* w, const float* bias, float* y, int M, int N,
+                                      int K, cudaStream_t stream);
+
+static void check_f32(const torch::Tensor& t, const char* what) {
+  TORCH_CHECK(t.is_cuda(), "linear_add_relu: ", what, " must be on the GPU");
+  TORCH_CHECK(t.scalar_type() == torch::kFloat32, "linear_add_relu: ", what, " must be float32");
+  TORCH_CHECK(t.is_contiguous(), "linear_add_relu: ", what, " must be contiguous");
+}
+
+// x [M, K], weight [N, K], bias [N] -> [M, N]
+static torch::Tensor linear_add_relu(torch::Tensor x, torch::Tensor weight, torch::Tensor bias) {
+  check_f32(x, "x");
+  check_f32(weight, "weight");
+  check_f32(bias, "bias");
+  TORCH_CHECK(x.dim() == 2 && weight.dim() == 2 && bias.dim() == 1, "linear_add_relu: expected x [M, K], weight [N, K], bias [N]");
+  TORCH_CHECK(x.size(1) == weight.size(1), "linear_add_relu: x has ", x.size(1), " features, weight expects ", weight.size(1));
+  TORCH_CHECK(bias.size(0) == weight.size(0), "linear_add_relu: bias and weight disagree on out_features");
+  TORCH_CHECK(x.size(1) > 0, "linear_add_relu: empty reduction dimension");
+  TORCH_CHECK(x.size(0) <= INT_MAX && x.size(1) <= INT_MAX && weight.size(0) <= INT_MAX, "linear_add_relu: sizes must fit in int");
+  const c10::cuda::CUDAGuard guard(x.device());
+  auto y = torch::empty({x.size(0), weight.size(0)}, x.options());
+  const int rc = linear_add_relu_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(), y.data_ptr<float>(),
+                                        (int)x.size(0), (int)weight.size(0), (int)x.size(1), c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(rc == 0, "linear_add_relu: cuBLAS/CUDA error ", rc);
+  const cudaError_t err = cudaGetLastError();
+  TORCH_CHECK(err == cudaSuccess, "linear_add_relu: kernel launch failed: ", cudaGetErrorString(err));
+  return y;
+}
+
+static void bind_linear_add_relu(pybind11::module_& m) { m.def("linear_add_relu", &linear_add_relu, "relu(x @ W^T + bias)"); }
+REGISTER_BINDING(linear_add_relu, bind_linear_add_relu)

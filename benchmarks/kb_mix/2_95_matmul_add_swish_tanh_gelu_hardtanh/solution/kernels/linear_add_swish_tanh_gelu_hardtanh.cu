@@ -1,0 +1,87 @@
+// hardtanh(gelu(tanh(swish(x @ W^T + b + add_value)))): cuBLAS sgemm, then one
+// elementwise pass over the output.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+namespace {
+
+// One cuBLAS handle per device for the life of the process: creating one costs
+// milliseconds and allocates device memory, so it is not done per call.
+// CUBLAS_DEFAULT_MATH: plain fp32 arithmetic, no TF32 (the task is fp32).
+cublasHandle_t sgemm_handle(int* status) {
+  static cublasHandle_t handles[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    *status = -1;
+    return nullptr;
+  }
+  if (handles[dev] == nullptr) {
+    const cublasStatus_t st = cublasCreate(&handles[dev]);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      handles[dev] = nullptr;
+      *status = (int)st;
+      return nullptr;
+    }
+    cublasSetMathMode(handles[dev], CUBLAS_DEFAULT_MATH);
+  }
+  *status = 0;
+  return handles[dev];
+}
+
+// y[M, N] = x[M, K] @ w[N, K]^T, all row-major (nn.Linear's layout). cuBLAS is
+// column-major, and a row-major [R, C] buffer is the column-major [C, R]
+// matrix, so y^T (N x M, ld N) = (w as K x N, ld K)^T * (x as K x M, ld K).
+int linear_sgemm(const float* x, const float* w, float* y, int M, int N, int K, cudaStream_t stream) {
+  int status = 0;
+  cublasHandle_t h = sgemm_handle(&status);
+  if (h == nullptr) return status;
+  const cublasStatus_t st = cublasSetStream(h, stream);
+  if (st != CUBLAS_STATUS_SUCCESS) return (int)st;
+  const float alpha = 1.0f, beta = 0.0f;
+  return (int)cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, w, K, x, K, &beta, y, N);
+}
+
+// Grid-stride loops: enough blocks to fill every SM several times over, not one
+// block per 256 elements of a 100M-element output.
+int grid_for(long long n, int threads) {
+  const long long want = (n + threads - 1) / threads;
+  const long long cap = 132LL * 16;
+  return (int)(want < 1 ? 1 : (want > cap ? cap : want));
+}
+
+__device__ __forceinline__ float sigmoid_f(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+// torch's default GELU (approximate="none"): 0.5 v (1 + erf(v / sqrt(2))).
+__device__ __forceinline__ float gelu_erf(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
+
+__device__ __forceinline__ float epilogue(float v) {
+  v = sigmoid_f(v) * v;
+  v = tanhf(v);
+  v = gelu_erf(v);
+  return fminf(fmaxf(v, -1.0f), 1.0f);
+}
+
+// In place over y = x @ w^T: y[r, c] = epilogue(y[r, c] + bias[c] + add[c]).
+__global__ void epilogue_kernel(float* __restrict__ y, const float* __restrict__ bias, const float* __restrict__ add, long long total,
+                                int cols) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int c = (int)(i % cols);
+    y[i] = epilogue(y[i] + bias[c] + add[c]);
+  }
+}
+
+}  // namespace
+
+// x [M, K], w [N, K], bias [N], add [N], y [M, N]; fp32, contiguous, on the current device.
+// Returns 0, or a cuBLAS status (-1: no CUDA device).
+extern "C" int linear_add_swish_tanh_gelu_hardtanh_launch(const float* x, const float* w, const float* bias, const float* add, float* y, int M, int N,
+                                                          int K, cudaStream_t stream) {
+  if (M == 0 || N == 0) return 0;
+  const int st = linear_sgemm(x, w, y, M, N, K, stream);
+  if (st != 0) return st;
+  const long long total = (long long)M * N;
+  epilogue_kernel<<<grid_for(total, 256), 256, 0, stream>>>(y, bias, add, total, N);
+  return 0;
+}
