@@ -109,6 +109,10 @@ def test_fresh_inputs_give_every_timed_call_new_values_and_keep_checked_outputs(
     assert len(timed) == stats["n"] >= 20 and len(set(timed)) == len(timed)
     n = stats["n"]
     assert set(kept) == {0, n // 2, min(n - 1, int(0.99 * n))}  # the caller's picks, not the harness's
+    from cuda_agent.eval.timing import checked_calls
+
+    assert checked_calls(10, [0.5, 0.51, 0.52]) == {5, 6, 7}  # colliding picks stay distinct
+    assert checked_calls(2, [0.1, 0.2, 0.3]) == {0, 1}
     for g, out in kept.items():
         assert torch.equal(out, fresh(g)[0] * 2)
     assert derive_seed(7, 1) == derive_seed(7, 1) != derive_seed(7, 2)

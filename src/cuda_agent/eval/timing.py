@@ -100,8 +100,16 @@ def side_stream_suspect(stats: dict[str, Any]) -> bool:
 
 
 def checked_calls(n: int, checked: Sequence[float]) -> set[int]:
-    """The timed calls (of a round of n) whose outputs are kept: fractions of the round, picked by the parent."""
-    return {min(n - 1, max(0, int(f * n))) for f in checked}
+    """The timed calls (of a round of n) whose outputs are kept: fractions of the round, picked by the parent.
+    Two fractions that land on one call move the later one to the next free call, so min(len(checked), n)
+    distinct calls are checked (parent and child compute the same set)."""
+    picks: set[int] = set()
+    for f in checked:
+        g = min(n - 1, max(0, int(f * n)))
+        while g in picks and len(picks) < n:
+            g = (g + 1) % n
+        picks.add(g)
+    return picks
 
 
 def calls_per_round(n_timed: int, seconds_per_call: float) -> int:
