@@ -94,3 +94,39 @@ def test_init_bad_input_says_what_is_wrong(argv, needle, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_workspaces_made_from_many_threads_at_once_all_succeed(tmp_path, cache_env):
+    """The RL rollout resets several environments of one task at once in a thread pool; each
+    reset records the pristine task in the shared cache. Threads of one process once shared a
+    temporary file name there, so one thread's rename removed another's (CI saw the crash)."""
+    import threading
+
+    from cuda_agent.task import Task
+    from cuda_agent.task.workspace import init_workspace, pristine_dir
+
+    task = Task.from_file(TASK)
+    errors: list[BaseException] = []
+    start = threading.Barrier(12)
+
+    def one(i: int) -> None:
+        try:
+            start.wait()
+            init_workspace(task, tmp_path / f"w{i}")
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    for _round in range(5):
+        import shutil
+
+        shutil.rmtree(pristine_dir(task.hash), ignore_errors=True)
+        for p in tmp_path.glob("w*"):
+            shutil.rmtree(p)
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors[:1]
+        assert (pristine_dir(task.hash) / "model.py").read_text() == task.source
+    assert not list(pristine_dir(task.hash).glob("*.tmp"))

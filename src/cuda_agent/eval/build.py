@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sysconfig
+import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -246,7 +247,7 @@ def build(root: Path, cache_dir: Path, *, arch: str, timeout: float, jobs: int =
 
     def compile_one(unit: tuple[Path, Path]) -> tuple[Path, int | None, str]:
         src, obj = unit
-        tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
+        tmp = obj.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.o")
         cmd = tc.nvcc_cmd(src, tmp, root) if src.suffix == ".cu" else tc.cxx_cmd(src, tmp, root)
         r = _run_compiler(cmd, timeout=deadline - time.monotonic(), cwd=root)
         if r.returncode == 0:
@@ -281,7 +282,7 @@ def build(root: Path, cache_dir: Path, *, arch: str, timeout: float, jobs: int =
     if use_cache and so.exists():
         return BuildResult(True, so, "\n".join(logs), time.monotonic() - t0, False, not todo, rebuilt)
     so_dir.mkdir(parents=True, exist_ok=True)
-    tmp_so = so_dir / f"{MODULE_NAME}.{os.getpid()}.tmp.so"
+    tmp_so = so_dir / f"{MODULE_NAME}.{os.getpid()}.{threading.get_ident()}.tmp.so"
     r = _run_compiler(tc.link_cmd([o for _, o in units], tmp_so, extra), timeout=max(deadline - time.monotonic(), 5), cwd=root)
     if r.returncode != 0:
         tmp_so.unlink(missing_ok=True)

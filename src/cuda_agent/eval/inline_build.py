@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,7 +201,7 @@ def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, 
 
     def compile_one(unit: tuple[Path, Path]) -> tuple[Path, int | None, str]:
         src, obj = unit
-        tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
+        tmp = obj.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.o")
         r = run_command(_commands(call, arch, src, tmp), timeout=deadline - time.monotonic(), cwd=srcdir)
         if r.returncode == 0:
             os.replace(tmp, obj)
@@ -228,7 +229,7 @@ def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, 
     if use_cache and so.exists():
         return BuildResult(True, so, "\n".join(logs), time.monotonic() - t0, False, not todo, rebuilt)
     so.parent.mkdir(parents=True, exist_ok=True)
-    tmp_so = so.with_suffix(f".{os.getpid()}.tmp.so")
+    tmp_so = so.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.so")
     cmd = tc.link_cmd([o for _, o in units], tmp_so, [])
     r = run_command([*cmd[:-2], *ld, *cmd[-2:]], timeout=max(deadline - time.monotonic(), 5), cwd=srcdir)
     if r.returncode != 0:

@@ -32,6 +32,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from importlib import resources
@@ -93,7 +94,7 @@ def remember_task(task: Task) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     f = d / "model.py"
     if not f.exists():
-        tmp = d / f"model.py.{os.getpid()}.tmp"
+        tmp = d / f"model.py.{os.getpid()}.{threading.get_ident()}.tmp"
         tmp.write_text(task.source)
         tmp.replace(f)
     return f
