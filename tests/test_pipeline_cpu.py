@@ -151,3 +151,19 @@ def test_a_compile_that_never_ends_is_stopped_and_leaves_no_compiler_behind(tmp_
     assert _compilers_of("endless.cu") == []  # the whole process group was killed
     ok = evaluate_workspace(make_ws(tmp_path, name="after"), config=cpu_cfg(reuse_results=False))
     assert ok.status is Status.OK, ok.message
+
+
+def test_shape_probe_is_skipped_with_a_note_when_the_doubled_output_cannot_be_written(tmp_path, cache_env):
+    """Some KernelBench level 1 tasks have outputs of gigabytes: doubled, they pass the sandbox's
+    file limit and an honest candidate was killed (SIGXFSZ) and scored incorrect. Here the limit
+    (24 MiB) takes one output (16 MiB) but not the doubled one (32 MiB)."""
+    src = (LANE / "task.py").read_text().replace("torch.randn(64, 257)", "torch.randn(4096, 1024)")
+    ws = init_workspace(Task.from_source(src, name="wide"), tmp_path / "ws")
+    shutil.copytree(LANE / "kernels", ws / "kernels", dirs_exist_ok=True)
+    shutil.copy(LANE / "model_new.py", ws / "model_new.py")
+    small = 24 << 20
+    r = evaluate_workspace(ws, config=cpu_cfg(sandbox_max_file_bytes=small, reuse_results=False), phase="verify")
+    assert r.status is Status.OK and r.correct, (r.message, r.log[-800:])
+    assert r.defences["shape_probe"].startswith("skipped: the doubled output"), r.defences
+    roomy = evaluate_workspace(ws, config=cpu_cfg(sandbox_max_file_bytes=256 << 20, reuse_results=False), phase="verify")
+    assert roomy.status is Status.OK and roomy.defences["shape_probe"] == "passed", roomy.defences

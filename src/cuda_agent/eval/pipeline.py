@@ -34,6 +34,7 @@ import dataclasses
 import hashlib
 import os
 import secrets
+import shutil
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -280,12 +281,13 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     if cfg.sanitize:
         _sanitize(cand, cfg, tmp, res, dataclasses.replace(setup, guard=False), seeds.correctness[0])
     grow = P.Run([secrets.randbits(62)], "grow", out_dir=str(io), grow_seed=secrets.randbits(62))
+    probe = cfg.shape_probe and _probe_fits(cfg, io, res, ref_bytes)
     if cfg.phase == "verify":
-        if cfg.shape_probe:
+        if probe:
             t_probe = time.monotonic()
-            probe = _probe_reply(cnd.request(grow, cfg.correctness_timeout))
+            grown = _probe_reply(cnd.request(grow, cfg.correctness_timeout))
             _book(res, "shape_probe", t_probe)
-            _shape_probe(ref, res, cfg, task, probe, grow, max_bytes)
+            _shape_probe(ref, res, cfg, task, grown, grow, max_bytes)
         res.message = f"correct on {len(seeds.correctness)} fresh input sets"
         raise Stop(res)
     treq = timed.time_request(cfg, seeds.timing, io)
@@ -297,11 +299,11 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     # The reference's runs for the checked timed calls come first, so that only the compares
     # (one output at a time on the device) share the GPU with the candidate's doubled inputs.
     timed.timed_references(ref, res, cfg, treq, reply_t.outputs)
-    if cfg.shape_probe:
+    if probe:
         send(cnd, res, grow, "shape_probe")
     timed.check_timed_outputs(ref, res, cfg, task, treq, reply_t.outputs, len(seeds.correctness), max_bytes)
     t_probe = time.monotonic()
-    grown = _probe_reply(cnd.receive(cfg.correctness_timeout, "run")) if cfg.shape_probe else None
+    grown = _probe_reply(cnd.receive(cfg.correctness_timeout, "run")) if probe else None
     if grown is not None:
         _book(res, "shape_probe", t_probe)
     base_req = dataclasses.replace(treq, out_dir=None, checked=[])
@@ -340,6 +342,25 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
 def _book(res: EvalResult, phase: str, t0: float) -> None:
     """Add the wall seconds since t0 to `phase` of the result (waits that `exchange.recv` does not book)."""
     res.phases_s[phase] = round(res.phases_s.get(phase, 0.0) + time.monotonic() - t0, 3)
+
+
+def _probe_fits(cfg: EvalConfig, io: Path, res: EvalResult, out_bytes: int) -> bool:
+    """Whether the shape probe's doubled output fits where the candidate must write it: under the
+    sandbox's file-size limit and in the free space of the scratch folder (/dev/shm, usually). A
+    task whose outputs are gigabytes (some KernelBench level 1 tasks) would otherwise have every
+    honest candidate killed by SIGXFSZ, or stopped by ENOSPC, on a write the task forced on it."""
+    need = 2 * out_bytes + (1 << 20)  # the doubled output and its header
+    try:
+        free = shutil.disk_usage(io).free
+    except OSError:
+        free = need
+    room = min(cfg.sandbox_max_file_bytes, free)
+    if need <= room:
+        return True
+    gib = 1 << 30
+    res.defences["shape_probe"] = (f"skipped: the doubled output ({need / gib:.2f} GiB) would not fit the candidate's "
+                                   f"file limit or the scratch folder's free space ({room / gib:.2f} GiB)")
+    return False
 
 
 def _probe_reply(reply: P.Reply | ChildFailure) -> P.OutputRecord | str:
