@@ -159,3 +159,28 @@ def test_filter_cli_refuses_cuda_without_a_gpu(tmp_path):
 
     write_candidates(tmp_path / "c.jsonl", {"a": CRAFTED["too_fast"]})
     assert main(["synth", "filter", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "t.jsonl")]) == 2
+
+
+def test_a_candidates_code_runs_in_the_sandbox(tmp_path, cache_env):
+    """Composed code may come from an LLM: the filter runs it with the candidate's treatment. A
+    task that writes outside its own dirs fails there (read-only file system) and the file never
+    appears; with the sandbox off (the setting for machines without user namespaces) it does."""
+    from cuda_agent.sandbox import box
+    from cuda_agent.synth.device_job import TaskCheckJob
+
+    if box.probe("cpu")[0] != ():
+        pytest.skip(f"full sandbox unavailable: {box.probe('cpu')}")
+    target = tmp_path / "outside" / "planted.txt"
+    target.parent.mkdir()
+    code = task(f"        open({str(target)!r}, 'w').write('x')", "        return torch.tanh(x) * 3.0 + x")
+    boxed = FilterSettings(device="cpu", window_ms=(0.0001, 100000.0), compile=False,
+                           lock_dir=str(tmp_path / "locks"))
+    r = TaskCheckJob("c1", code, boxed).run()
+    assert r.sandbox == "on" and not r.passed and r.verdicts[-1].stage == "runs"
+    assert "Read-only file system" in r.verdicts[-1].reason and not target.exists()
+    honest = TaskCheckJob("c2", task("", "        return torch.tanh(x) * 3.0 + x"), boxed).run()
+    assert honest.sandbox == "on" and honest.passed, honest.verdicts
+    import dataclasses
+
+    r = TaskCheckJob("c3", code, dataclasses.replace(boxed, sandbox="off")).run()
+    assert r.sandbox == "off" and r.passed and target.read_text() == "x"

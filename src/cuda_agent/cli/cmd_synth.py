@@ -43,6 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     f.add_argument("--no-compile", action="store_true", help="skip the eager vs torch.compile stage")
     f.add_argument("--jobs-per-gpu", type=int, default=8, help="filter jobs sharing one GPU (CPU: workers)")
     f.add_argument("--limit", type=int, help="only the first N candidates")
+    f.add_argument("--sandbox", choices=("auto", "off"), default="auto",
+                   help="run each candidate's code in the evaluator's sandbox (default auto: where it works)")
     s = sub.add_parser("stats", help="op-count mix, op frequency, time and similarity histograms")
     s.add_argument("tasks", type=Path)
     s.add_argument("-o", "--out", type=Path, help="output folder (default: <tasks>.stats)")
@@ -130,7 +132,8 @@ def _filter(args: argparse.Namespace) -> int:
         suite = load_suite(args.against)
         refs = [(i.task_id, i.task.source) for i in suite]
     settings = FilterSettings(device=args.device, window_ms=tuple(args.window_ms), max_reshapes=args.max_reshapes,
-                              compile=not args.no_compile, gpu_fraction=1.0 / max(1, args.jobs_per_gpu))
+                              compile=not args.no_compile, gpu_fraction=1.0 / max(1, args.jobs_per_gpu),
+                              sandbox=args.sandbox)
     cfg = FilterConfig(settings, refs, args.threshold, args.limit)
     console = Console(stderr=True)
     pool = make_pool(ray=args.ray, device=args.device, call_workers=None if args.device == "cuda" else args.jobs_per_gpu)

@@ -20,9 +20,12 @@ GPU sections take a per-device file lock (`lock_dir`): shared for runs, exclusiv
 for timing, so filter jobs sharing one GPU never run while another times.
 Imports only the standard library, torch and child-safe `cuda_agent.eval` modules.
 
-Not guaranteed: isolation from the task's code beyond this process (it runs
-with the evaluator's scrubbed environment, not in the candidate sandbox: a
-synthesized task is the reference side of every later evaluation); a
+Runs in the evaluator's sandbox (`FilterSettings.sandbox`, default "auto"):
+composed code may come from an LLM, so it may write only its own io and tmp
+dirs and the lock dir, and reaches no network. Not guaranteed: that its
+replies are honest (code that runs here could forge a verdict: the filter
+screens for mistakes, not for an adversary; a synthesized task is the
+reference side of every later evaluation, so review what you train on); a
 compile's first call (which builds the kernels) takes no lock.
 """
 

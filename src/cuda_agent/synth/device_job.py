@@ -25,11 +25,14 @@ with anything but other filter jobs (the exclusive lock keeps those out).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import secrets
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +52,12 @@ class FilterSettings:
     time_budget_s: float = 1.0
     compile: bool = True
     gpu_fraction: float = 0.125  # filter jobs per GPU: 8 share one (compiles are CPU-bound)
-    lock_dir: str = field(default_factory=tempfile.gettempdir)
+    lock_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "cuda-agent-synth-locks"))
+    # the evaluator's sandbox around the child that runs the candidate's code ("auto" or "off"):
+    # composed code comes from an LLM, so it gets the candidate's treatment (see check_child)
+    sandbox: str = "auto"
+    sandbox_max_file_bytes: int = 8 << 30
+    sandbox_max_procs: int = 4096
     load_timeout: float = 180.0
     checks_timeout: float = 180.0
     time_timeout: float = 120.0
@@ -66,6 +74,7 @@ class DeviceReport:
     reshapes: list[dict[str, Any]] = field(default_factory=list)  # {"batch": [old, new], "eager_ms": before}
     wall_s: float = 0.0
     complete: bool = False  # every stage ran and passed
+    sandbox: str = ""  # the sandbox's word for the record ("on", "off", "unavailable: why", ...)
 
     @property
     def passed(self) -> bool:
@@ -104,18 +113,26 @@ class TaskCheckJob:
 
     def run(self) -> DeviceReport:
         from cuda_agent.eval.procs import Child
-        from cuda_agent.eval.warm import child_env
+        from cuda_agent.eval.warm import child_dirs, child_env
+        from cuda_agent.sandbox import profile_for
 
         t0 = time.monotonic()
+        s = self.settings
         tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-synth-"))
         report = DeviceReport(self.cid, [], self.code)
         # one compile thread per child: jobs sharing a GPU already compile in parallel, and inductor's
         # worker pool per process would cost more start-up than it saves on these small graphs
-        env = {**child_env(self.precision), "TMPDIR": str(tmp), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
-        child = Child("synth", cwd=tmp, env=env,
-                      log_path=tmp / "child.log", module="cuda_agent.synth.check_child")
+        base = {**child_env(self.precision), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+        rw, env = child_dirs(tmp, "synth", base, private_caches=True)  # [io, tmp]: all it may write
+        locks = Path(s.lock_dir)
+        locks.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            locks.chmod(0o1777)  # shared by every user's filter jobs on this machine
+        box, report.sandbox = profile_for(s.sandbox, s.device, s.sandbox_max_file_bytes, s.sandbox_max_procs)
+        child = Child("synth", cwd=tmp, env=env, log_path=tmp / "child.log", module="cuda_agent.synth.check_child",
+                      wrap=partial(box.wrap, writable=[*rw, locks]) if box is not None else None)
         try:
-            self._stages(child, tmp, report)
+            self._stages(child, rw[0], report)
         except _Stop as stop:
             report.verdicts.append(stop.verdict)
         finally:
