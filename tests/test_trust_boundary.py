@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import FIXTURES
 from test_pipeline_cpu import cpu_cfg, make_ws
 
 from cuda_agent.eval import child
@@ -91,6 +92,24 @@ def test_a_claimed_milestone_the_bursts_grossly_contradict_is_forged():
     assert tt.burst_size(0.001, 1 << 30) == tt.BURST_BYTES // (1 << 30)  # all k input sets live at once
 
 
+def test_a_claim_its_own_burst_contradicts_is_forged_even_when_the_baselines_do_not():
+    """The H200 case that clock v2 only withdrew: a kernel about as fast as eager reports a time 20x
+    faster. Against the baselines its burst is within 2x (0.51 vs 0.41 ms), but the loop with no
+    model costs 0.1 ms a call, so a true 0.0175 ms call would make bursts of about 0.12 ms."""
+    base = dict(burst_ms=0.511, burst_eager_ms=0.407, burst_compile_ms=0.41)
+    assert tt.judge(0.0175, 0.3, 0.3, **base).kind == "unconfirmed"  # without the loop: withdrawn only
+    v = tt.judge(0.0175, 0.3, 0.3, **base, loop_ms=0.1, slack_ms=0.03)
+    assert v.kind == "forged" and "loop alone" in v.message
+    # honest: a fast kernel whose burst is its time plus the loop's, even a host-bound one whose loop
+    # overhead is twice its own time, stands
+    assert tt.judge(0.02, 1.4, 1.3, burst_ms=0.11, burst_eager_ms=1.5, burst_compile_ms=1.4,
+                    loop_ms=0.09, slack_ms=0.03).kind == "ok"
+    assert tt.judge(0.005, 0.3, 0.3, burst_ms=0.06, burst_eager_ms=0.33, burst_compile_ms=0.33,
+                    loop_ms=0.05, slack_ms=0.03).kind == "ok"
+    # a slow claim claims nothing: its burst is no finding, however slow
+    assert tt.judge(2.0, 1.0, 0.8, burst_ms=50.0, burst_eager_ms=1.1, burst_compile_ms=0.9, loop_ms=0.1).kind == "ok"
+
+
 def test_digests_within_tolerance_pass_and_skipped_work_fails():
     g = torch.Generator().manual_seed(0)
     ref = torch.randn(4096, generator=g)
@@ -145,6 +164,71 @@ def test_fake_fast_times_are_rejected_by_the_parents_clock(tmp_path, cache_env, 
     assert r.status is Status.REJECTED and r.reward == -1, (r.status, r.message)
     assert "timing-forged" in r.message and r.trusted_ms is not None and r.trusted_eager_ms is not None
     assert r.trusted_ms > tt.FORGED * r.trusted_eager_ms
+
+
+MATMUL_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4096, 4096) / 64)
+
+    def forward(self, x):
+        return x @ self.w
+
+
+def get_inputs():
+    return [torch.randn(64, 4096)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+EAGER_TWIN = """import cuda_extension  # noqa: F401 - built, not used: this candidate is eager PyTorch itself
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4096, 4096) / 64)
+
+    def forward(self, x):
+        return x @ self.w
+"""
+
+
+@pytest.mark.slow
+def test_a_fake_time_for_a_kernel_as_fast_as_eager_is_rejected(tmp_path, cache_env, hijack, monkeypatch):
+    """The case clock v2 missed on the H200: the candidate is as fast as eager (here it is eager: the
+    static gate and the op log are off so that only the clock judges) and reports 20x faster. Its
+    burst equals eager's, so the baselines alone only withdraw the milestones; its own burst, less
+    the loop's cost, gives it away. Honest, the same candidate stands."""
+    import shutil
+
+    from cuda_agent.eval import pipeline, static_gate
+    from cuda_agent.task import Task
+    from cuda_agent.task.workspace import init_workspace
+
+    monkeypatch.setattr(pipeline, "static_findings", lambda *a, **k: [])
+    monkeypatch.setattr(static_gate, "static_findings", lambda *a, **k: [])
+    ws = init_workspace(Task.from_source(MATMUL_TASK, name="mm"), tmp_path / "ws")
+    shutil.copytree(FIXTURES / "cpu_lane" / "kernels", ws / "kernels", dirs_exist_ok=True)
+    (ws / "model_new.py").write_text(EAGER_TWIN)
+    cfg = cpu_cfg(reuse_results=False, runtime_guards=False, trusted_slack_ms=1.0)
+    honest = evaluate_workspace(ws, config=cfg)
+    assert honest.status is Status.OK and honest.correct, (honest.message, honest.log[-1500:])
+    assert not honest.defences["trusted_clock"].startswith("forged"), honest.defences
+    hijack("fake_time=0.05")
+    r = evaluate_workspace(ws, config=cfg)
+    assert r.status is Status.REJECTED and r.reward == -1, (r.status, r.message, r.defences)
+    assert "timing-forged" in r.message and "loop alone" in r.message
+    assert r.trusted_ms is not None and r.trusted_eager_ms is not None
+    assert r.trusted_ms < tt.FORGED * r.trusted_eager_ms  # the baselines' bursts alone would not have said so
 
 
 @pytest.mark.slow

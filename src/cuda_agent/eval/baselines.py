@@ -44,6 +44,7 @@ class BaselineRecord:
     compile_ms: float | None = None
     burst_eager_ms: float | None = None
     burst_compile_ms: float | None = None
+    burst_loop_ms: float | None = None
     cached: bool = False
     seconds: float = 0.0
     error: str = ""
@@ -97,7 +98,7 @@ def precompute(task: Task, cfg: EvalConfig) -> BaselineRecord:
             with timed.section(res, cfg, gpu):
                 timed.baselines(cfg, res, child, req, cache)
                 if cfg.trusted_clock:
-                    rec.burst_eager_ms, rec.burst_compile_ms = timed.burst_baselines(
+                    rec.burst_eager_ms, rec.burst_compile_ms, rec.burst_loop_ms = timed.burst_baselines(
                         child, res, cfg, in_bytes, cache, timed.baseline_key(cfg, res, req))
         except Stop as stop:
             rec.error = stop.result.message or "the reference failed"

@@ -35,6 +35,7 @@ class State:
         self.guard = False  # candidate role: op log and thread census (runtime_checks)
         self.peer_io: str | None = None  # reference role: the candidate's io dir (setup)
         self.compiled: Any = None  # reference role: torch.compile of the model, made once (baselines, bursts)
+        self.loop_outs: list[Any] | None = None  # reference role: the outputs a "loop" burst returns (Warm)
         self.weights: dict[tuple[int, int, int], Any] = {}  # burst digest weights by (seed, output index, numel)
         self.ops: dict[str, int] = {}
         self.threads: list[str] = []

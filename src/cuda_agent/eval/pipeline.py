@@ -311,7 +311,8 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
         timed.baselines(cfg, res, ref, base_req, cache)
         assert res.eager_timing is not None
         if bursts is not None:
-            b_eager, b_compile = timed.burst_baselines(ref, res, cfg, in_bytes, cache, timed.baseline_key(cfg, res, base_req))
+            b_eager, b_compile, b_loop = timed.burst_baselines(ref, res, cfg, in_bytes, cache,
+                                                               timed.baseline_key(cfg, res, base_req))
     timed.flag_unstable(res, cfg)
     assert res.timing is not None and res.eager_timing is not None
     t, te = res.timing.median_ms, res.eager_timing.median_ms
@@ -323,15 +324,16 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     if bursts is not None:  # the reward's milestones must stand on the parent's clock too (trusted_time)
         timed.check_burst_outputs(ref, res, cfg, task, bursts)
         cand_ms = bursts.per_call_ms
-        if timed.would_withdraw(res, cfg, cand_ms, b_eager, b_compile) and not cnd.dead:
+        if timed.would_withdraw(res, cfg, cand_ms, b_eager, b_compile, b_loop) and not cnd.dead:
             # one more look at both sides before a milestone goes: a burst is a wall-clock figure, and a
             # busy host (a compile farm, the agent's shell) can slow one look but not the fastest of two
             with timed.section(res, cfg, gpu):
                 more = timed.burst_candidate(cnd, res, cfg, in_bytes)
-                e2, c2 = timed.burst_baselines(ref, res, cfg, in_bytes, None, "")
+                e2, c2, l2 = timed.burst_baselines(ref, res, cfg, in_bytes, None, "")
             timed.check_burst_outputs(ref, res, cfg, task, more)
             cand_ms, b_eager, b_compile = min(cand_ms, more.per_call_ms), min(b_eager, e2), min(b_compile, c2)
-        res.reward = milestone_from(*timed.trusted_milestones(res, cfg, cand_ms, b_eager, b_compile))
+            b_loop = min(b_loop, l2)
+        res.reward = milestone_from(*timed.trusted_milestones(res, cfg, cand_ms, b_eager, b_compile, b_loop))
     cnd.close()
     timed.speed_of_light(ref, res, cfg, moved, cache)
     res.message = f"correct; {t:.4g} ms vs eager {te:.4g} ms and torch.compile {tc:.4g} ms; reward {res.reward}"

@@ -101,7 +101,9 @@ class Time:
 class Burst:
     """k back-to-back calls, each on the next input set the task draws after seeding once with the
     secret `salt`, each output reduced to digests under secret weights (`trusted_time`). mode
-    "model": the model as loaded; "compiled" (reference): torch.compile of it, warmed up by `Warm`."""
+    "model": the model as loaded; "compiled" (reference): torch.compile of it, warmed up by `Warm`;
+    "loop" (reference): no model at all, the outputs `Warm` kept returned as they are, so the burst
+    times the loop's own draws and digests (the calibration of `trusted_time.judge`)."""
 
     salt: int
     k: int

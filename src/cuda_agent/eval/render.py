@@ -36,7 +36,8 @@ def result_text(r: EvalResult, log_chars: int = 3000) -> str:
         lines.append(f"torch.compile: {_ms(r.compile_ms)}    speedup {_x(r.speedup_vs_compile)}")
         if r.trusted_ms is not None:  # the evaluator's own clock, back to back (trusted_time)
             lines.append(f"evaluator's clock, back to back: {_ms(r.trusted_ms)} per call vs eager {_ms(r.trusted_eager_ms)}, "
-                         f"torch.compile {_ms(r.trusted_compile_ms)}")
+                         f"torch.compile {_ms(r.trusted_compile_ms)}"
+                         + (f", the loop alone {_ms(r.trusted_loop_ms)}" if r.trusted_loop_ms is not None else ""))
         if r.unstable:
             lines.append("UNSTABLE: the timing spread stayed high; these figures and the reward may be off")
         if r.gpu_wait_s >= 1:

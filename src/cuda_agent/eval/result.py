@@ -134,6 +134,7 @@ class EvalResult:
     trusted_ms: float | None = None
     trusted_eager_ms: float | None = None
     trusted_compile_ms: float | None = None
+    trusted_loop_ms: float | None = None  # the same loop with no model in it (its draws and digests)
     # a timing whose spread stayed above EvalConfig.max_cv after all its rounds (candidate or a
     # baseline): its figures, and so the reward, may be off; bench and the agent's tools retry once
     unstable: bool = False

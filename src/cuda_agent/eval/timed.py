@@ -164,40 +164,56 @@ def check_burst_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task
 
 
 def burst_baselines(ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, cache: KVCache | None,
-                    base_key: str) -> tuple[float, float]:
-    """Per-call burst times of eager and torch.compile (eager stands in when compile is unusable),
-    in the reference child, cached beside the baselines."""
+                    base_key: str) -> tuple[float, float, float]:
+    """Per-call burst times of eager, torch.compile (eager stands in when compile is unusable) and
+    the loop with no model in it, in the reference child, cached beside the baselines."""
     assert res.eager_timing is not None
     key = f"burst/{tt.PROTOCOL}/{base_key}"
     if cache is not None and (hit := cache.get(key)) is not None:
-        return hit["eager"], hit["compile"]
-    out = []
-    for mode, stats in (("model", res.eager_timing), ("compiled", res.compile_timing)):
+        return hit["eager"], hit["compile"], hit["loop"]
+    out: list[float] = []
+    for mode, stats in (("model", res.eager_timing), ("compiled", res.compile_timing), ("loop", res.eager_timing)):
         if stats is None:
             out.append(out[0])
             continue
         ask(ref, res, P.Warm(mode, secrets.randbits(62)), cfg.baseline_timeout, "trusted_clock", P.WarmReply)
-        out.append(_bursts(ref, res, cfg, tt.burst_size(stats.median_ms, in_bytes), mode).per_call_ms)
+        k = tt.burst_size(stats.median_ms if mode != "loop" else 0.0, in_bytes)
+        out.append(_bursts(ref, res, cfg, k, mode).per_call_ms)
     if cache is not None:
-        cache.put(key, {"eager": out[0], "compile": out[1]})
-    return out[0], out[1]
+        cache.put(key, {"eager": out[0], "compile": out[1], "loop": out[2]})
+    return out[0], out[1], out[2]
 
 
-def would_withdraw(res: EvalResult, cfg: EvalConfig, cand_ms: float, eager_ms: float, compile_ms: float) -> bool:
-    """Whether these bursts would withdraw a milestone or call the time forged (no side effects)."""
+def slack_ms(cfg: EvalConfig) -> float:
+    """Host time per call the self-consistency check leaves uncounted (EvalConfig.trusted_slack_ms)."""
+    if cfg.trusted_slack_ms is not None:
+        return cfg.trusted_slack_ms
+    return 0.03 if cfg.device == "cuda" else 5.0
+
+
+def _judge(res: EvalResult, cfg: EvalConfig, cand_ms: float, eager_ms: float, compile_ms: float,
+           loop_ms: float) -> tt.Verdict:
     assert res.timing is not None and res.eager_ms is not None
     tc = res.compile_ms if res.compile_ms is not None else res.eager_ms
-    return tt.judge(res.timing.median_ms, res.eager_ms, tc, cand_ms, eager_ms, compile_ms, cfg.trusted_tol).kind != "ok"
+    return tt.judge(res.timing.median_ms, res.eager_ms, tc, cand_ms, eager_ms, compile_ms, cfg.trusted_tol,
+                    loop_ms, slack_ms(cfg))
 
 
-def trusted_milestones(res: EvalResult, cfg: EvalConfig, cand_ms: float, eager_ms: float, compile_ms: float) -> tuple[bool, bool]:
+def would_withdraw(res: EvalResult, cfg: EvalConfig, cand_ms: float, eager_ms: float, compile_ms: float,
+                   loop_ms: float) -> bool:
+    """Whether these bursts would withdraw a milestone or call the time forged (no side effects)."""
+    return _judge(res, cfg, cand_ms, eager_ms, compile_ms, loop_ms).kind != "ok"
+
+
+def trusted_milestones(res: EvalResult, cfg: EvalConfig, cand_ms: float, eager_ms: float, compile_ms: float,
+                       loop_ms: float) -> tuple[bool, bool]:
     """Judge the device times against the bursts; record it; a forged time ends the evaluation.
     Returns the milestones that stand (faster than eager, faster than torch.compile)."""
-    assert res.timing is not None and res.eager_ms is not None
-    tc = res.compile_ms if res.compile_ms is not None else res.eager_ms
-    v = tt.judge(res.timing.median_ms, res.eager_ms, tc, cand_ms, eager_ms, compile_ms, cfg.trusted_tol)
+    v = _judge(res, cfg, cand_ms, eager_ms, compile_ms, loop_ms)
     res.trusted_ms, res.trusted_eager_ms, res.trusted_compile_ms = round(cand_ms, 6), round(eager_ms, 6), round(compile_ms, 6)
-    res.defences["trusted_clock"] = f"{v.kind}: {cand_ms:.4g} ms/call vs eager {eager_ms:.4g}, compile {compile_ms:.4g}"
+    res.trusted_loop_ms = round(loop_ms, 6)
+    res.defences["trusted_clock"] = (f"{v.kind}: {cand_ms:.4g} ms/call vs eager {eager_ms:.4g}, compile {compile_ms:.4g}, "
+                                     f"loop alone {loop_ms:.4g}")
     if v.kind == "forged":
         res.findings.append(Finding("timing-forged", v.message, Severity.REJECT))
         raise finish(res, Status.REJECTED, f"rejected by rule timing-forged: {v.message}"[:600])

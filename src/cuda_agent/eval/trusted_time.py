@@ -27,7 +27,13 @@ The verdict (`judge`): each milestone of the reward that the reported device tim
 (faster than eager, faster than torch.compile, each by more than 5 %) must be confirmed by the
 bursts: b_candidate <= b_baseline * (1 + TOL). A milestone the bursts do not confirm is withdrawn
 (a WARN finding, the reward drops); one they contradict grossly, b_candidate > FORGED *
-b_baseline, rejects the candidate (reward -1) as a forged time. Both sides' bursts carry the same
+b_baseline, rejects the candidate (reward -1) as a forged time. The reported time must also agree
+with the candidate's own burst: the reference runs the same loop with no model in it (mode
+"loop": the draws, the digests, the host's per-call work; b_loop), and since a call of the loop
+costs at most b_loop plus the call itself, an honest candidate's b_candidate stays near
+reported + b_loop; b_candidate > FORGED * (reported + b_loop) + slack, with a milestone claimed,
+is a forged time too (it catches a lie about a kernel that is truly about as fast as eager, which
+the comparison with the baselines only withdraws). Both sides' bursts carry the same
 loop (input draws, digests, the host's per-call work), so the comparison is like for like; the
 loop only dilutes differences, so a burst never confirms more than the device times claim.
 
@@ -39,7 +45,9 @@ What a candidate that fully controls its process can and cannot do:
 - It can claim a milestone its true time misses only where its burst is within TOL of the
   baseline's: a true time a little slower than the 5 % line, or any time while both bursts are
   bound by host work (calls of a few microseconds, where every side's burst is the loop's own
-  Python), which no wall clock can see through.
+  Python), which no wall clock can see through. Even there the claim must stay within FORGED of
+  its own burst less the loop's cost (a kernel truly as fast as eager may claim up to about 2x
+  and keep the milestones: the leak that remains; a 20x claim is rejected).
 - It can waste time inside a burst; that only slows its own burst.
 - Not excluded: an output whose digest can be computed faster than the output itself (the weights
   are a full random matrix, so for every op we know the digest costs a full pass over the output
@@ -56,7 +64,7 @@ from dataclasses import dataclass
 
 from cuda_agent.eval.reward import clearly_faster
 
-PROTOCOL = "burst-v3"  # changes whenever a burst's per-call time changes meaning: part of the cache key
+PROTOCOL = "burst-v4"  # changes whenever a burst's per-call time changes meaning: part of the cache key
 TARGET_MS = 10.0  # a burst lasts about this long (pipe and wake-up jitter is ~0.1 ms)
 K_MIN, K_MAX = 4, 400
 BURST_BYTES = 4 << 30  # all k input sets live at once: at most this much
@@ -96,11 +104,20 @@ class Verdict:
 
 
 def judge(claim_ms: float, eager_ms: float, compile_ms: float, burst_ms: float, burst_eager_ms: float,
-          burst_compile_ms: float, tol: float = TOL) -> Verdict:
-    """The milestones the device times claim, each kept only where the bursts confirm it."""
+          burst_compile_ms: float, tol: float = TOL, loop_ms: float | None = None, slack_ms: float = 0.0) -> Verdict:
+    """The milestones the device times claim, each kept only where the bursts confirm it. `loop_ms`:
+    the loop burst's per-call time (None: not measured, no self-consistency check); `slack_ms`:
+    host time per call that check leaves uncounted."""
     sides = (("eager", eager_ms, burst_eager_ms), ("torch.compile", compile_ms, burst_compile_ms))
     kept: list[bool] = []
     notes: list[str] = []
+    claims = any(clearly_faster(claim_ms, t0) for _, t0, _ in sides)
+    if claims and loop_ms is not None and burst_ms > FORGED * (claim_ms + loop_ms) + slack_ms:
+        return Verdict("forged", False, False,
+                       f"the reported {claim_ms:.4g} ms per call would make back-to-back calls take about "
+                       f"{claim_ms + loop_ms:.4g} ms each (the loop alone takes {loop_ms:.4g} ms), but on the evaluator's own "
+                       f"clock the candidate took {burst_ms:.4g} ms per call (more than {FORGED:g}x that): the reported time "
+                       "is not the candidate's")
     for name, t0, b0 in sides:
         claimed = clearly_faster(claim_ms, t0)
         if claimed and burst_ms > FORGED * b0:
