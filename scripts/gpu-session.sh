@@ -15,8 +15,8 @@
 #   J: the synthesis filter on 200 candidates; the RL smoke (issues 14, 15) ~9 min
 #   K: issue 16's throughput: the mix's baselines, then serial vs pool (carry .kb, made here by
 #      benchmarks/kb_mix_carry.py; two calls: K1 then K2)                  ~10 min each
-# pytest -m gpu needs the openai wheels: carry .whl (see examples/README.md); J's RL smoke wants TRL's
-# wheels in .whl too (docs/training.md lists them).
+# pytest -m gpu needs the openai wheels and J's RL smoke TRL's: make .whl with scripts/device-wheels.sh
+# (registry access needed) and carry it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
