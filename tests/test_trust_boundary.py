@@ -106,6 +106,13 @@ def test_a_claim_its_own_burst_contradicts_is_forged_even_when_the_baselines_do_
                     loop_ms=0.09, slack_ms=0.03).kind == "ok"
     assert tt.judge(0.005, 0.3, 0.3, burst_ms=0.06, burst_eager_ms=0.33, burst_compile_ms=0.33,
                     loop_ms=0.05, slack_ms=0.03).kind == "ok"
+    # host-bound (many launches from Python, hidden from the device time by the timing's hold): the
+    # reported host time excuses the slow burst from being forged, but no milestone counts
+    host = tt.judge(0.1, 0.5, 0.5, burst_ms=0.37, burst_eager_ms=0.55, burst_compile_ms=0.55,
+                    loop_ms=0.02, slack_ms=0.03, enqueue_ms=0.35)
+    assert (host.kind, host.faster_eager, host.faster_compile) == ("unconfirmed", False, False)
+    assert tt.judge(0.1, 0.5, 0.5, burst_ms=0.37, burst_eager_ms=0.55, burst_compile_ms=0.55,
+                    loop_ms=0.02, slack_ms=0.03).kind == "forged"
     # a slow claim claims nothing: its burst is no finding, however slow
     assert tt.judge(2.0, 1.0, 0.8, burst_ms=50.0, burst_eager_ms=1.1, burst_compile_ms=0.9, loop_ms=0.1).kind == "ok"
 

@@ -196,7 +196,7 @@ def _judge(res: EvalResult, cfg: EvalConfig, cand_ms: float, eager_ms: float, co
     assert res.timing is not None and res.eager_ms is not None
     tc = res.compile_ms if res.compile_ms is not None else res.eager_ms
     return tt.judge(res.timing.median_ms, res.eager_ms, tc, cand_ms, eager_ms, compile_ms, cfg.trusted_tol,
-                    loop_ms, slack_ms(cfg))
+                    loop_ms, slack_ms(cfg), res.timing.enqueue_ms)
 
 
 def would_withdraw(res: EvalResult, cfg: EvalConfig, cand_ms: float, eager_ms: float, compile_ms: float,
