@@ -353,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
             break
         try:
             req = P.request_from_wire(msg)
+            if getattr(req, "mode", None) != "loop":
+                st.loop_outs = None  # the loop burst's kept outputs live only through its bursts
             reply = HANDLERS[req.cmd](st, req)
             reply["ok"] = True
         except BaseException as e:  # noqa: BLE001 - everything the candidate raises is data
