@@ -117,6 +117,35 @@ def test_a_claim_its_own_burst_contradicts_is_forged_even_when_the_baselines_do_
     assert tt.judge(2.0, 1.0, 0.8, burst_ms=50.0, burst_eager_ms=1.1, burst_compile_ms=0.9, loop_ms=0.1).kind == "ok"
 
 
+# (claim, eager, compile, burst, burst eager, burst compile, loop, enqueue) per call in ms, and the
+# milestones that must stand: rows of the H200 red-team run of 2026-12-03 (scripts/gpu-session.sh G)
+H200_ROWS = {
+    "example/diag_matmul": ((0.02118, 1.356, 1.354, 0.11935, 1.5676, 1.5553, 0.10283, 0.0110), (True, True)),
+    "example/gelu_chain": ((0.0728, 0.8819, 0.1461, 0.3982, 1.2865, 0.47143, 0.32415, 0.0091), (True, True)),
+    "example/linear_bias_relu": ((0.7707, 0.9036, 0.8965, 1.2578, 1.3723, 1.3860, 0.41189, 0.0270), (True, True)),
+    "example/matmul_sum_scale": ((0.03878, 1.408, 1.39, 0.11859, 1.5702, 1.5647, 0.07787, 0.0191), (True, True)),
+    "example/row_softmax_wide": ((0.1423, 0.1746, 0.1601, 0.87857, 0.91467, 0.88314, 0.7167, 0.0129), (True, True)),
+    "release/scale_add": ((0.003936, 0.006752, 0.00384, 0.070556, 0.070437, 0.117433, 0.050482, 0.0111), (True, False)),
+    "control/matmul_cublas_sgemm": ((0.02883, 0.02877, 0.0287, 0.070926, 0.086241, 0.132555, 0.051851, 0.0169), (False, False)),
+}
+
+
+def test_the_h200_rows_honest_stand_and_the_fake_fast_time_is_forged():
+    """Clock v4 gave the 20x lie (a 0.111 ms kernel reporting 0.0056 ms) reward 1 on the H200: its
+    burst (0.134 ms) was within FORGED x (claim + loop 0.052 ms). Its burst less the loop is 15x its
+    claim; every honest row's stays within FIT x its claim plus the slack."""
+    for name, (row, kept) in H200_ROWS.items():
+        c, e, k, b, be, bc, loop, enq = row
+        v = tt.judge(c, e, k, b, be, bc, loop_ms=loop, slack_ms=0.03, enqueue_ms=enq)
+        assert (v.kind, v.faster_eager, v.faster_compile) == ("ok", *kept), (name, v)
+    v = tt.judge(0.005563, 0.02877, 0.0287, 0.134408, 0.076978, 0.132555, loop_ms=0.051851, slack_ms=0.03,
+                 enqueue_ms=0.000824)
+    assert v.kind == "forged" and "loop alone" in v.message, v
+    # the same lie with its true host time reported is still forged: that figure only excuses host work
+    assert tt.judge(0.005563, 0.02877, 0.0287, 0.134408, 0.076978, 0.132555, loop_ms=0.051851, slack_ms=0.03,
+                    enqueue_ms=0.0088).kind == "forged"
+
+
 def test_digests_within_tolerance_pass_and_skipped_work_fails():
     g = torch.Generator().manual_seed(0)
     ref = torch.randn(4096, generator=g)

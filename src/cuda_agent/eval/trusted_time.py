@@ -30,13 +30,13 @@ bursts: b_candidate <= b_baseline * (1 + TOL). A milestone the bursts do not con
 b_baseline, rejects the candidate (reward -1) as a forged time. The reported time must also agree
 with the candidate's own burst: the reference runs the same loop with no model in it (mode
 "loop": the draws, the digests, the host's per-call work; b_loop), and since a call of the loop
-costs at most b_loop plus the call itself, an honest candidate's b_candidate stays near
-reported + b_loop; b_candidate > FORGED * (reported + b_loop) + slack, with a milestone claimed,
-is a forged time too (it catches a lie about a kernel that is truly about as fast as eager, which
-the comparison with the baselines only withdraws). A candidate bound by its own host work (many
+costs at most b_loop plus the call itself, an honest candidate's b_candidate - b_loop stays near
+(on the H200, at most) its reported time; b_candidate - b_loop > FIT * reported + slack, with a
+milestone claimed, is a forged time too (it catches a lie about a kernel that is truly about as
+fast as eager, which the comparison with the baselines only withdraws). A candidate bound by its own host work (many
 launches from Python, which the timing's hold keeps out of the device time) can have an honest
-burst that far above; where the host time per call it reported explains the burst, the verdict
-is "unconfirmed" instead (no milestone counts). That reported figure can only soften a rejection
+burst that far above (its launches are host work the loop does not have); where the host time per
+call it reported explains the burst, the verdict is "unconfirmed" instead (no milestone counts). That reported figure can only soften a rejection
 into reward 1, never confirm a milestone, so lying with it gains nothing. Both sides' bursts carry the same
 loop (input draws, digests, the host's per-call work), so the comparison is like for like; the
 loop only dilutes differences, so a burst never confirms more than the device times claim.
@@ -49,9 +49,13 @@ What a candidate that fully controls its process can and cannot do:
 - It can claim a milestone its true time misses only where its burst is within TOL of the
   baseline's: a true time a little slower than the 5 % line, or any time while both bursts are
   bound by host work (calls of a few microseconds, where every side's burst is the loop's own
-  Python), which no wall clock can see through. Even there the claim must stay within FORGED of
-  its own burst less the loop's cost (a kernel truly as fast as eager may claim up to about 2x
-  and keep the milestones: the leak that remains; a 20x claim is rejected).
+  Python), which no wall clock can see through. Even there the claim must stay within FIT of
+  its own burst less the loop's cost plus the slack (a kernel truly taking t may claim down to
+  about (t - slack) / FIT and keep the milestones: the leak that remains; a 20x claim is rejected).
+  On the H200 (2026-12-03) the honest controls' and examples' b - b_loop were at most 1.14x their
+  reported times above 0.01 ms (a host-bound 0.004 ms call's 0.02 ms, inside the slack), the 20x
+  lie's 14.8x (0.083 ms over a 0.0056 ms claim); clock v4 judged that lie against
+  FORGED * (reported + b_loop) + slack, which its 0.05 ms loop hid.
 - It can waste time inside a burst; that only slows its own burst.
 - Not excluded: an output whose digest can be computed faster than the output itself (the weights
   are a full random matrix, so for every op we know the digest costs a full pass over the output
@@ -75,7 +79,8 @@ BURST_BYTES = 4 << 30  # all k input sets live at once: at most this much
 SAMPLE = 12  # candidate digests checked against the reference
 Z = 6.0  # tolerance scales a digest may differ by
 TOL = 0.10  # a burst may be this much slower than the baseline's and still confirm a milestone
-FORGED = 2.0  # a claimed milestone with a burst this many times slower is a forged time
+FORGED = 2.0  # a claimed milestone with a burst this many times slower than a baseline's is a forged time
+FIT = 1.5  # a burst less the loop's cost may be this many times the reported time (plus the slack)
 BURSTS = 2
 
 
@@ -119,20 +124,21 @@ def judge(claim_ms: float, eager_ms: float, compile_ms: float, burst_ms: float, 
     kept: list[bool] = []
     notes: list[str] = []
     claims = any(clearly_faster(claim_ms, t0) for _, t0, _ in sides)
-    if claims and loop_ms is not None and burst_ms > FORGED * (claim_ms + loop_ms) + slack_ms:
+    own = burst_ms - loop_ms if loop_ms is not None else None  # the burst less the loop's own cost
+    if claims and own is not None and own > FIT * claim_ms + slack_ms:
         host = max(claim_ms, enqueue_ms or 0.0)
-        if burst_ms <= FORGED * (host + loop_ms) + slack_ms:
+        if own <= FIT * host + slack_ms:
             # bound by its own host work (many launches from Python): the reported device time may be
             # true, but back to back the calls are not that fast, so no milestone counts
             return Verdict("unconfirmed", False, False,
-                           f"back to back the candidate took {burst_ms:.4g} ms per call on the evaluator's clock, far above its "
-                           f"reported {claim_ms:.4g} ms plus the loop's {loop_ms:.4g} ms; its host time per call "
-                           f"({host:.4g} ms) may explain it, so no milestone is counted")
+                           f"back to back the candidate took {burst_ms:.4g} ms per call on the evaluator's clock, "
+                           f"{own:.4g} ms above the loop alone ({loop_ms:.4g} ms), far above its reported {claim_ms:.4g} ms; "
+                           f"its host time per call ({host:.4g} ms) may explain it, so no milestone is counted")
         return Verdict("forged", False, False,
-                       f"the reported {claim_ms:.4g} ms per call would make back-to-back calls take about "
-                       f"{claim_ms + loop_ms:.4g} ms each (the loop alone takes {loop_ms:.4g} ms), but on the evaluator's own "
-                       f"clock the candidate took {burst_ms:.4g} ms per call (more than {FORGED:g}x that): the reported time "
-                       "is not the candidate's")
+                       f"on the evaluator's own clock the candidate took {burst_ms:.4g} ms per call back to back, "
+                       f"{own:.4g} ms more than the loop alone ({loop_ms:.4g} ms), but it reported {claim_ms:.4g} ms per call "
+                       f"(its burst less the loop may exceed that by at most {FIT:g}x + {slack_ms:.3g} ms): the reported "
+                       "time is not the candidate's")
     for name, t0, b0 in sides:
         claimed = clearly_faster(claim_ms, t0)
         if claimed and burst_ms > FORGED * b0:
