@@ -48,6 +48,7 @@ class BuildResult:
     timed_out: bool = False
     cached: bool = False  # nothing was compiled or linked
     rebuilt: list[str] = field(default_factory=list)  # units compiled this time
+    note: str = ""  # how it was built, where that is worth saying (a single file's CUDA text split or not)
 
 
 @dataclass(frozen=True)

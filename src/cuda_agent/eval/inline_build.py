@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cuda_agent.eval import inline_split
 from cuda_agent.eval.build import BuildResult, toolchain
 from cuda_agent.eval.procs import run_command, tail
 
@@ -179,8 +180,79 @@ def _commands(call: InlineCall, arch: str, src: Path, obj: Path) -> list[str]:
     return [tc.cxx, "-O3", "-std=c++17", "-fPIC", "-w", *incs, *defines, *call.extra_cflags, "-c", str(src), "-o", str(obj)]
 
 
+# nvcc flags of a call that touch only device code: with others (-D, -Xcompiler, ...) the CUDA text
+# is built as one unit, so that its host code sees exactly the flags it was written for
+_DEVICE_ONLY_FLAG = ("-O", "--use_fast_math", "-use_fast_math", "--expt-relaxed-constexpr", "--expt-extended-lambda",
+                     "-lineinfo", "--ptxas-options", "-maxrregcount", "--maxrregcount", "-std=c++17", "-arch", "-gencode",
+                     "--generate-code", "-Xptxas", "--resource-usage", "-res-usage")
+PCH_HEADERS = ("torch/types.h", "cuda.h", "cuda_runtime.h", "c10/cuda/CUDAGuard.h", "c10/cuda/CUDAStream.h")
+
+
+def split_reason(call: InlineCall) -> str | None:
+    """Why this call's CUDA text is built as one unit (None: it may be split, `inline_split`)."""
+    if os.environ.get("CUDA_AGENT_INLINE_SPLIT", "1") == "0":
+        return "CUDA_AGENT_INLINE_SPLIT=0"
+    prev = ""
+    for f in call.extra_cuda_cflags:
+        if not (f.startswith(_DEVICE_ONLY_FLAG) or prev == "-Xptxas"):
+            return f"extra_cuda_cflags {f!r} may change host code"
+        prev = f
+    return None
+
+
+def _host_cmd(call: InlineCall, arch: str, pch_dir: Path | None, src: Path, obj: Path) -> list[str]:
+    """The host unit of a split: the host compiler, the precompiled torch header when there is one."""
+    import torch.utils.cpp_extension as ext
+
+    tc = toolchain(arch)
+    base = _host_base(tc, ext)
+    incs = [f"-I{d}" for d in call.extra_include_paths]
+    pch = ["-I", str(pch_dir), "-include", "ca_pch.h"] if pch_dir is not None else []
+    return [*base, *pch, *incs, "-c", str(src), "-o", str(obj)]
+
+
+def _host_base(tc, ext) -> list[str]:  # noqa: ANN001 - Toolchain and the cpp_extension module
+    defines = [d for d in tc.defines if not d.startswith("-DTORCH_EXTENSION_NAME=")]
+    return [tc.cxx, "-O3", "-std=c++17", "-fPIC", "-w", *(f"-I{d}" for d in tc.include_dirs), *defines,
+            *(f for f in ext.COMMON_NVCC_FLAGS if f.startswith("-D"))]
+
+
+def host_pch(cache_dir: Path, arch: str, deadline: float) -> Path | None:
+    """The folder of `ca_pch.h` and its precompiled `.gch` for this toolchain, built once (under a lock, so
+    concurrent evaluations build it once) and kept; None when it cannot be built (the host unit then
+    parses the headers itself). It is built with exactly the host unit's flags, which GCC requires."""
+    import fcntl
+
+    import torch.utils.cpp_extension as ext
+
+    tc = toolchain(arch)
+    header = "".join(f"#include <{h}>\n" for h in PCH_HEADERS)
+    base = _host_base(tc, ext)
+    key = hashlib.sha256((tc.fingerprint + header + repr(base)).encode()).hexdigest()[:16]
+    d = cache_dir / "pch" / key
+    gch = d / "ca_pch.h.gch"
+    if gch.exists():
+        return d
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if gch.exists():
+            return d
+        (d / "ca_pch.h").write_text(header)
+        tmp = d / f"ca_pch.h.{os.getpid()}.{threading.get_ident()}.gch.tmp"
+        r = run_command([*base, "-x", "c++-header", str(d / "ca_pch.h"), "-o", str(tmp)],
+                        timeout=max(deadline - time.monotonic(), 5), cwd=d)
+        if r.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            return None
+        os.replace(tmp, gch)
+    return d
+
+
 def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, use_cache: bool = True) -> BuildResult:
-    """Compile both units in parallel (each cached by its text and command) and link `<name>.so`."""
+    """Compile the units in parallel (each cached by its text and command) and link `<name>.so`. The CUDA
+    text is split into a device and a host unit where it can be (`inline_split`); if either does not
+    build, the text is built as one unit as load_inline would."""
     from concurrent.futures import ThreadPoolExecutor
 
     t0 = time.monotonic()
@@ -189,45 +261,79 @@ def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, 
     objdir = cache_dir / "objects"
     srcdir.mkdir(parents=True, exist_ok=True)
     objdir.mkdir(parents=True, exist_ok=True)
-    units = []
-    for fname, text in sources(call).items():
-        key = hashlib.sha256((toolchain(arch).fingerprint + fname + text + repr(call.extra_cflags if fname == "main.cpp"
-                              else call.extra_cuda_cflags) + call.name + repr(call.extra_include_paths)).encode()).hexdigest()[:24]
+    srcs = sources(call)
+    kinds: dict[Path, str] = {}  # object -> "main.cpp" | "cuda.cu" | "device.cu" | "host.cpp"
+
+    def unit(fname: str, text: str) -> tuple[Path, Path]:
+        flags = call.extra_cflags if fname == "main.cpp" else call.extra_include_paths if fname == "host.cpp" else call.extra_cuda_cflags
+        key = hashlib.sha256((toolchain(arch).fingerprint + fname + text + repr(flags) + call.name + repr(call.extra_include_paths)
+                              + (repr(PCH_HEADERS) if fname == "host.cpp" else "")).encode()).hexdigest()[:24]
         src = srcdir / f"{key}{Path(fname).suffix}"
         if not src.exists():
             src.write_text(text)
-        units.append((src, objdir / f"inline-{key}.o"))
-    todo = [(s, o) for s, o in units if not (use_cache and o.exists())]
+        obj = objdir / f"inline-{key}.o"
+        kinds[obj] = fname
+        return src, obj
 
-    def compile_one(unit: tuple[Path, Path]) -> tuple[Path, int | None, str]:
-        src, obj = unit
+    note = ""
+    units = [unit("main.cpp", srcs["main.cpp"])]
+    cuda_unit = None
+    if "cuda.cu" in srcs:
+        why = split_reason(call)
+        sp = inline_split.split("\n".join(call.cuda_sources)) if why is None else why
+        if isinstance(sp, inline_split.Split):
+            units += [unit("device.cu", sp.device), unit("host.cpp", sp.host)]
+            note = f"split: {len(sp.kernels)} kernel launcher(s), device and host units"
+        else:
+            cuda_unit = unit("cuda.cu", srcs["cuda.cu"])
+            units.append(cuda_unit)
+            note = f"one CUDA unit: {sp}"
+
+    def compile_one(u: tuple[Path, Path]) -> tuple[Path, int | None, str]:
+        src, obj = u
         tmp = obj.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.o")
-        r = run_command(_commands(call, arch, src, tmp), timeout=deadline - time.monotonic(), cwd=srcdir)
+        if kinds[obj] == "host.cpp":
+            cmd = _host_cmd(call, arch, host_pch(cache_dir, arch, deadline), src, tmp)
+        else:
+            cmd = _commands(call, arch, src, tmp)
+        r = run_command(cmd, timeout=deadline - time.monotonic(), cwd=srcdir)
         if r.returncode == 0:
             os.replace(tmp, obj)
         else:
             tmp.unlink(missing_ok=True)
-        return src, r.returncode, r.output
+        return obj, r.returncode, r.output
 
+    def compile_all(us: list[tuple[Path, Path]]) -> list[tuple[Path, int | None, str]]:
+        todo = [u for u in us if not (use_cache and u[1].exists())]
+        rebuilt.extend(f"{call.name}:{kinds[o]}" for _, o in todo)
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            return list(pool.map(compile_one, todo))
+
+    rebuilt: list[str] = []
+    results = compile_all(units)
+    failed_split = [(o, out) for o, rc, out in results if rc != 0 and kinds[o] in ("device.cu", "host.cpp")]
+    if failed_split:  # the original text, as one unit, gives the verdict and the errors a user should see
+        first = next((ln for ln in failed_split[0][1].splitlines() if "error" in ln), "").strip()[:200]
+        note = f"one CUDA unit: the split's {kinds[failed_split[0][0]]} did not build ({first})"
+        cuda_unit = unit("cuda.cu", srcs["cuda.cu"])
+        units = [units[0], cuda_unit]
+        results = [r for r in results if kinds[r[0]] == "main.cpp"] + compile_all([cuda_unit])
     logs: list[str] = []
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(compile_one, todo))
-    for src, rc, out in results:
-        unit = "cuda_sources" if src.suffix == ".cu" else "cpp_sources"
+    for obj, rc, out in results:
+        what = "cpp_sources" if kinds[obj] == "main.cpp" else "cuda_sources"
         if rc != 0:
-            logs.append(f"== {call.name} {unit}: compile {'timed out' if rc is None else f'failed (exit {rc})'}\n{out}")
+            logs.append(f"== {call.name} {what}: compile {'timed out' if rc is None else f'failed (exit {rc})'}\n{out}")
         elif out.strip():
-            logs.append(f"== {call.name} {unit}: warnings\n{out}")
-    rebuilt = [f"{call.name}:{s.suffix}" for s, _ in todo]
+            logs.append(f"== {call.name} {what}: warnings\n{out}")
     if any(rc != 0 for _, rc, _ in results):
         timed_out = any(rc is None for _, rc, _ in results)
-        return BuildResult(False, None, tail("\n".join(logs)), time.monotonic() - t0, timed_out, False, rebuilt)
+        return BuildResult(False, None, tail("\n".join(logs)), time.monotonic() - t0, timed_out, False, rebuilt, note)
     tc = toolchain(arch)
     ld = [f for f in call.extra_ldflags if f.startswith(("-l", "-L"))]
     link_key = hashlib.sha256(("|".join(o.name for _, o in units) + "|" + " ".join(ld) + call.name).encode()).hexdigest()[:24]
     so = cache_dir / "modules" / link_key / f"{call.name}.so"
     if use_cache and so.exists():
-        return BuildResult(True, so, "\n".join(logs), time.monotonic() - t0, False, not todo, rebuilt)
+        return BuildResult(True, so, "\n".join(logs), time.monotonic() - t0, False, not rebuilt, rebuilt, note)
     so.parent.mkdir(parents=True, exist_ok=True)
     tmp_so = so.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.so")
     cmd = tc.link_cmd([o for _, o in units], tmp_so, [])
@@ -235,6 +341,6 @@ def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, 
     if r.returncode != 0:
         tmp_so.unlink(missing_ok=True)
         logs.append(f"== {call.name}: link {'timed out' if r.timed_out else 'failed'}\n{r.output}")
-        return BuildResult(False, None, tail("\n".join(logs)), time.monotonic() - t0, r.timed_out, False, rebuilt)
+        return BuildResult(False, None, tail("\n".join(logs)), time.monotonic() - t0, r.timed_out, False, rebuilt, note)
     os.replace(tmp_so, so)
-    return BuildResult(True, so, tail("\n".join(logs)), time.monotonic() - t0, False, False, rebuilt)
+    return BuildResult(True, so, tail("\n".join(logs)), time.monotonic() - t0, False, False, rebuilt, note)

@@ -225,14 +225,16 @@ def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalR
             res.defences["inline_build"] = "in the candidate child (load_inline arguments are not static)"
             return _Built()
         built: dict[str, str] = {}
+        notes: list[str] = []
         cached = True
         for call in calls:
             b = inline_build.build_call(call, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, use_cache=cfg.use_cache)
             _built_or_stop(b, cfg, res, t0)
             built[call.name] = str(b.so_path)
+            notes.append(f"{call.name}: {b.note}" if b.note else call.name)
             cached &= b.cached
         res.cache["build"] = cached
-        res.defences["inline_build"] = f"in the evaluator: {', '.join(built)}"
+        res.defences["inline_build"] = f"in the evaluator: {'; '.join(notes)}"
         return _Built(inline=built)
     b = build(cand.root, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, jobs=cfg.jobs, use_cache=cfg.use_cache)
     res.cache["build"] = b.cached
