@@ -154,3 +154,11 @@ torch::Tensor f(torch::Tensor t) {
     assert b.ok, b.log[-2000:]
     assert b.note.startswith("one CUDA unit: the split's host.cpp did not build"), b.note
     assert f"{call.name}:cuda.cu" in b.rebuilt
+
+
+@pytest.mark.parametrize("decl", ["__global__ __launch_bounds__(256) void k(float* x)",
+                                  "__global__ void __launch_bounds__(256, 2) k(float* x)",
+                                  "static __global__ void k(float* x)"])
+def test_launch_bounds_and_static_kernels_split(decl):
+    s = sp.split(decl + " { x[0] = 1; }\nvoid f(torch::Tensor t) { k<<<1, 1>>>(t.data_ptr<float>()); }")
+    assert isinstance(s, sp.Split) and s.kernels == ("k",), s

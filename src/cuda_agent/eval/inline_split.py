@@ -142,7 +142,8 @@ def _kernel(scan_chunk: str, text_chunk: str) -> _Kernel:
     """A non-template `__global__` definition's name and parameters (ValueError when not plain)."""
     if re.match(r"\s*template\b", scan_chunk):
         raise ValueError("kernel template")
-    m = re.search(r"__global__\s+(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(", scan_chunk)
+    bounds = r"(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+    m = re.search(rf"__global__\s+{bounds}(?:static\s+)?void\s+{bounds}([A-Za-z_]\w*)\s*\(", scan_chunk)
     if not m:
         raise ValueError("a __global__ declaration it cannot read")
     open_at, depth = m.end() - 1, 0
