@@ -62,6 +62,8 @@ void run(torch::Tensor t, cudaStream_t st) {
     assert "__ca_launch_k(1, 32, 64, 0, t.data_ptr<float>(), P{4})" in s.host
     assert "__ca_launch_z(1, 1, 0, st)" in s.host and "void __ca_launch_z(dim3, dim3, size_t, cudaStream_t);" in s.host
     assert "struct P { int n; };" in s.device and "struct P { int n; };" in s.host  # types go to both units
+    u = sp.split("using namespace torch;\n" + src)
+    assert isinstance(u, sp.Split) and "using namespace torch;" in u.host and "using namespace torch;" not in u.device
 
 
 @pytest.mark.parametrize("src,why", [
@@ -80,6 +82,8 @@ void run(torch::Tensor t, cudaStream_t st) {
     ("__global__ void k(float* x) {}\nvoid f(torch::Tensor t) {\n#ifdef __CUDACC__\n k<<<1, 1>>>(t.data_ptr<float>());\n#endif\n}",
      "__CUDACC__"),
     ("void f(torch::Tensor t) { other<<<1, 1>>>(t.data_ptr<float>()); }", "not a kernel defined"),
+    ("__global__ void c(float* x) {}\n__global__ void p(float* x) { c<<<1, 1>>>(x); }\n"
+     "void f(torch::Tensor t) { p<<<1, 1>>>(t.data_ptr<float>()); }", "a launch from device code"),
     ("__global__ void k(float* x) {}\nPYBIND11_MODULE(m, m2) {}", "Python module"),
 ])
 def test_what_it_cannot_read_is_built_as_one_unit(src, why):

@@ -233,7 +233,12 @@ def _split(text: str) -> Split:
             continue
         if re.match(r"(namespace|extern)\b", head):
             raise ValueError("a namespace or extern block")
-        if _DEVICE_WORDS.search(s) and "<<<" not in s:
+        if _DEVICE_WORDS.search(s) and "<<<" in s:
+            raise ValueError("a launch from device code")
+        if re.match(r"using\s+namespace\s+(torch|at|c10)\b", head):
+            host.append(t)
+            continue
+        if _DEVICE_WORDS.search(s):
             if _TORCHY.search(s):
                 raise ValueError("torch names in device code")
             device.append(t)
