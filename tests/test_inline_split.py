@@ -125,6 +125,8 @@ def test_an_edit_of_the_cuda_text_rebuilds_only_the_host_unit(tmp_path):
     cold = inline_build.build_call(call, tmp_path, arch="9.0", timeout=600)
     assert cold.ok and cold.note.startswith("split"), (cold.note, cold.log[-2000:])
     assert sorted(cold.rebuilt) == sorted(f"{call.name}:{u}" for u in ("main.cpp", "device.cu", "host.cpp"))
+    # one precompiled header kept (with ATen/cuda/CUDAContext.h where the CUDA libraries' headers exist)
+    assert len(list((tmp_path / "pch").glob("*/ca_pch.h.gch"))) == 1
     edited = dataclasses.replace(call, cuda_sources=tuple(s.replace("const int threads = 256;", "const int threads = 128;")
                                                           for s in call.cuda_sources))
     edit = inline_build.build_call(edited, tmp_path, arch="9.0", timeout=600)

@@ -186,6 +186,9 @@ _DEVICE_ONLY_FLAG = ("-O", "--use_fast_math", "-use_fast_math", "--expt-relaxed-
                      "-lineinfo", "--ptxas-options", "-maxrregcount", "--maxrregcount", "-std=c++17", "-arch", "-gencode",
                      "--generate-code", "-Xptxas", "--resource-usage", "-res-usage")
 PCH_HEADERS = ("torch/types.h", "cuda.h", "cuda_runtime.h", "c10/cuda/CUDAGuard.h", "c10/cuda/CUDAStream.h")
+# KernelBench solutions often include it for the current stream; it needs the CUDA math libraries'
+# headers (cusparse.h, ...), so where it does not compile the precompiled header goes without it
+PCH_OPTIONAL = ("ATen/cuda/CUDAContext.h",)
 
 
 def split_reason(call: InlineCall) -> str | None:
@@ -219,20 +222,48 @@ def _host_base(tc, ext) -> list[str]:  # noqa: ANN001 - Toolchain and the cpp_ex
 
 def host_pch(cache_dir: Path, arch: str, deadline: float) -> Path | None:
     """The folder of `ca_pch.h` and its precompiled `.gch` for this toolchain, built once (under a lock, so
-    concurrent evaluations build it once) and kept; None when it cannot be built (the host unit then
-    parses the headers itself). It is built with exactly the host unit's flags, which GCC requires."""
-    import fcntl
-
+    concurrent evaluations build it once) and kept; with PCH_OPTIONAL where that compiles, else without;
+    None when neither builds (the host unit then parses the headers itself). It is built with exactly
+    the host unit's flags, which GCC requires."""
     import torch.utils.cpp_extension as ext
 
     tc = toolchain(arch)
-    header = "".join(f"#include <{h}>\n" for h in PCH_HEADERS)
     base = _host_base(tc, ext)
-    key = hashlib.sha256((tc.fingerprint + header + repr(base)).encode()).hexdigest()[:16]
+    for headers in ((*PCH_HEADERS, *PCH_OPTIONAL), PCH_HEADERS):
+        d = _pch(cache_dir, tc.fingerprint, base, "".join(f"#include <{h}>\n" for h in headers), deadline)
+        if d is not None:
+            return d
+    return None
+
+
+def _pch(cache_dir: Path, fingerprint: str, base: list[str], header: str, deadline: float) -> Path | None:
+    import fcntl
+
+    key = hashlib.sha256((fingerprint + header + repr(base)).encode()).hexdigest()[:16]
     d = cache_dir / "pch" / key
-    gch = d / "ca_pch.h.gch"
+    gch, failed = d / "ca_pch.h.gch", d / "failed"
     if gch.exists():
         return d
+    if failed.exists():  # these headers do not compile with this toolchain: not tried again
+        return None
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if gch.exists():
+            return d
+        if failed.exists():
+            return None
+        (d / "ca_pch.h").write_text(header)
+        tmp = d / f"ca_pch.h.{os.getpid()}.{threading.get_ident()}.gch.tmp"
+        r = run_command([*base, "-x", "c++-header", str(d / "ca_pch.h"), "-o", str(tmp)],
+                        timeout=max(deadline - time.monotonic(), 5), cwd=d)
+        if r.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            if not r.timed_out:  # a timeout says nothing about the headers
+                failed.write_text(tail(r.output))
+            return None
+        os.replace(tmp, gch)
+    return d
     d.mkdir(parents=True, exist_ok=True)
     with open(d / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -267,7 +298,7 @@ def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, 
     def unit(fname: str, text: str) -> tuple[Path, Path]:
         flags = call.extra_cflags if fname == "main.cpp" else call.extra_include_paths if fname == "host.cpp" else call.extra_cuda_cflags
         key = hashlib.sha256((toolchain(arch).fingerprint + fname + text + repr(flags) + call.name + repr(call.extra_include_paths)
-                              + (repr(PCH_HEADERS) if fname == "host.cpp" else "")).encode()).hexdigest()[:24]
+                              + (repr((PCH_HEADERS, PCH_OPTIONAL)) if fname == "host.cpp" else "")).encode()).hexdigest()[:24]
         src = srcdir / f"{key}{Path(fname).suffix}"
         if not src.exists():
             src.write_text(text)
