@@ -62,6 +62,8 @@ void run(torch::Tensor t, cudaStream_t st) {
     assert "__ca_launch_k(1, 32, 64, 0, t.data_ptr<float>(), P{4})" in s.host
     assert "__ca_launch_z(1, 1, 0, st)" in s.host and "void __ca_launch_z(dim3, dim3, size_t, cudaStream_t);" in s.host
     assert "struct P { int n; };" in s.device and "struct P { int n; };" in s.host  # types go to both units
+    tpl = sp.split("template <int N> struct Q { float v[N]; };\n" + src)
+    assert isinstance(tpl, sp.Split) and "template <int N> struct Q { float v[N]; };" in tpl.device
     u = sp.split("using namespace torch;\n" + src)
     assert isinstance(u, sp.Split) and "using namespace torch;" in u.host and "using namespace torch;" not in u.device
 

@@ -109,8 +109,13 @@ def _chunks(text: str, scan: str) -> list[tuple[str, str]]:
             if depth == 0 and c == "}":
                 head = scan[start:i]
                 if not _TYPEISH.match(head) and not re.search(r"=\s*\{", head):
-                    out.append((text[start:i + 1], scan[start:i + 1]))
-                    start = i + 1
+                    j = i + 1
+                    while j < n and scan[j] in " \t\r\n":
+                        j += 1
+                    end = j + 1 if j < n and scan[j] == ";" else i + 1  # `template <..> struct S {...};`
+                    out.append((text[start:end], scan[start:end]))
+                    start = i = end
+                    continue
         elif c == ";" and depth == 0:
             out.append((text[start:i + 1], scan[start:i + 1]))
             start = i + 1
@@ -263,7 +268,7 @@ def _split(text: str) -> Split:
             host_chunks.append(t)
             host.append("\x00")  # placeholder, rewritten once every kernel is known
             continue
-        if _TYPEISH.match(head) or re.match(r"(static|inline)\b", head):
+        if _TYPEISH.match(head) or re.match(r"(static|inline)\b|template\s*<[^{;]*>\s*(struct|class|union|using)\b", head):
             device.append(t)
             host.append(t)
         else:
