@@ -264,20 +264,6 @@ def _pch(cache_dir: Path, fingerprint: str, base: list[str], header: str, deadli
             return None
         os.replace(tmp, gch)
     return d
-    d.mkdir(parents=True, exist_ok=True)
-    with open(d / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if gch.exists():
-            return d
-        (d / "ca_pch.h").write_text(header)
-        tmp = d / f"ca_pch.h.{os.getpid()}.{threading.get_ident()}.gch.tmp"
-        r = run_command([*base, "-x", "c++-header", str(d / "ca_pch.h"), "-o", str(tmp)],
-                        timeout=max(deadline - time.monotonic(), 5), cwd=d)
-        if r.returncode != 0:
-            tmp.unlink(missing_ok=True)
-            return None
-        os.replace(tmp, gch)
-    return d
 
 
 def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, use_cache: bool = True) -> BuildResult:
