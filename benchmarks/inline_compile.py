@@ -87,6 +87,8 @@ def main() -> int:
               f"{ph.get('load', float('nan')):7.2f} {wall:7.1f}")
     print(f"{'kernelbench cold':16} {'':10} {'':>3} {kb_cold:9.2f} {'':>7} {'':>7}")
     print(f"{'kernelbench kept':16} {'':10} {'':>3} {kb_warm:9.2f} {'':>7} {'':>7}")
+    notes = {str((r.get("defences") or {}).get("inline_build")) for _, _, r in rows}
+    print("build: " + "; ".join(sorted(notes)))  # the split build (eval/inline_split) or one unit, and why
     if edits:
         print(f"edited CUDA source -> full result: median {statistics.median(edits):.1f} s over {len(edits)} edits (target <= 10 s)")
     return 0
