@@ -48,7 +48,7 @@ case "${1:-}" in
   J) timeout 330 python3 benchmarks/synth_gpu.py -n 200 --deadline-s 280 2>&1 | quiet | tail -25
      timeout 230 python3 scripts/rl_gpu_smoke.py --out "$OUT/rl-smoke" 2>&1 | quiet | tail -20 ;;
   S) timeout 200 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-pytest --only diag_matmul 2>&1 | quiet | tail -8
-     timeout 370 python3 benchmarks/inline_compile.py --edits 3 2>&1 | quiet | tail -10 ;;
+     timeout 370 python3 benchmarks/inline_compile.py --edits 3 2>&1 | quiet | tail -13 ;;
   K1) timeout 590 python3 benchmarks/eval_throughput.py --kernelbench .kb --only-baselines --deadline-s 560 2>&1 | quiet | tee "$OUT/k1.log" | tail -30 ;;
   K2) timeout 590 python3 benchmarks/eval_throughput.py --kernelbench .kb --precompute-baselines --export-cache --deadline-s 560 2>&1 | quiet | tee "$OUT/k2.log" | tail -40 ;;
   *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|S|K1|K2" >&2; exit 2 ;;
