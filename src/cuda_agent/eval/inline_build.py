@@ -168,7 +168,7 @@ def _commands(call: InlineCall, arch: str, src: Path, obj: Path) -> list[str]:
     import torch.utils.cpp_extension as ext
 
     tc = toolchain(arch)
-    defines = [d for d in tc.defines if not d.startswith("-DTORCH_EXTENSION_NAME=")] + [f"-DTORCH_EXTENSION_NAME={call.name}"]
+    defines = [*_shared_defines(tc), f"-DTORCH_EXTENSION_NAME={call.name}"]
     incs = [f"-I{d}" for d in (*call.extra_include_paths, *tc.include_dirs)]
     if src.suffix == ".cu":
         major, minor = arch.split(".")
@@ -214,9 +214,13 @@ def _host_cmd(call: InlineCall, arch: str, pch_dir: Path | None, src: Path, obj:
     return [*base, *pch, *incs, "-c", str(src), "-o", str(obj)]
 
 
+def _shared_defines(tc) -> list[str]:  # noqa: ANN001 - a Toolchain
+    """The toolchain's defines less the extension's name, which is each call's own."""
+    return [d for d in tc.defines if not d.startswith("-DTORCH_EXTENSION_NAME=")]
+
+
 def _host_base(tc, ext) -> list[str]:  # noqa: ANN001 - Toolchain and the cpp_extension module
-    defines = [d for d in tc.defines if not d.startswith("-DTORCH_EXTENSION_NAME=")]
-    return [tc.cxx, "-O3", "-std=c++17", "-fPIC", "-w", *(f"-I{d}" for d in tc.include_dirs), *defines,
+    return [tc.cxx, "-O3", "-std=c++17", "-fPIC", "-w", *(f"-I{d}" for d in tc.include_dirs), *_shared_defines(tc),
             *(f for f in ext.COMMON_NVCC_FLAGS if f.startswith("-D"))]
 
 
@@ -294,7 +298,6 @@ def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, 
 
     note = ""
     units = [unit("main.cpp", srcs["main.cpp"])]
-    cuda_unit = None
     if "cuda.cu" in srcs:
         why = split_reason(call)
         sp = inline_split.split("\n".join(call.cuda_sources)) if why is None else why
@@ -302,8 +305,7 @@ def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, 
             units += [unit("device.cu", sp.device), unit("host.cpp", sp.host)]
             note = f"split: {len(sp.kernels)} kernel launcher(s), device and host units"
         else:
-            cuda_unit = unit("cuda.cu", srcs["cuda.cu"])
-            units.append(cuda_unit)
+            units.append(unit("cuda.cu", srcs["cuda.cu"]))
             note = f"one CUDA unit: {sp}"
 
     def compile_one(u: tuple[Path, Path]) -> tuple[Path, int | None, str]:
@@ -332,9 +334,8 @@ def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, 
     if failed_split:  # the original text, as one unit, gives the verdict and the errors a user should see
         first = next((ln for ln in failed_split[0][1].splitlines() if "error" in ln), "").strip()[:200]
         note = f"one CUDA unit: the split's {kinds[failed_split[0][0]]} did not build ({first})"
-        cuda_unit = unit("cuda.cu", srcs["cuda.cu"])
-        units = [units[0], cuda_unit]
-        results = [r for r in results if kinds[r[0]] == "main.cpp"] + compile_all([cuda_unit])
+        units = [units[0], unit("cuda.cu", srcs["cuda.cu"])]
+        results = [r for r in results if kinds[r[0]] == "main.cpp"] + compile_all(units[1:])
     logs: list[str] = []
     for obj, rc, out in results:
         what = "cpp_sources" if kinds[obj] == "main.cpp" else "cuda_sources"

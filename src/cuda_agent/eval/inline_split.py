@@ -222,7 +222,8 @@ def _split(text: str) -> Split:
     device: list[str] = []
     host: list[str] = []
     kernels: dict[str, _Kernel] = {}
-    host_chunks: list[str] = []
+    used: set[str] = set()
+    first_host = None  # where the launchers are declared: before the first chunk that needs torch or launches
     for t, s in chunks:
         head = s.lstrip()
         if head.startswith("#"):
@@ -265,19 +266,16 @@ def _split(text: str) -> Split:
         if _TORCHY.search(s) or "<<<" in s:
             if _CUDA_TESTS.search(s):
                 raise ValueError("host code that tests __CUDACC__ or __CUDA_ARCH__")
-            host_chunks.append(t)
-            host.append("\x00")  # placeholder, rewritten once every kernel is known
+            # a kernel is defined before its launch (a separate declaration is refused above), so it is known here
+            first_host = len(host) if first_host is None else first_host
+            host.append(_rewrite_launches(t, kernels, used))
             continue
         if _TYPEISH.match(head) or re.match(r"(static|inline)\b|template\s*<[^{;]*>\s*(struct|class|union|using)\b", head):
             device.append(t)
             host.append(t)
         else:
             host.append(t)
-    used: set[str] = set()
-    placeholders = [i for i, h in enumerate(host) if h == "\x00"]
-    rewritten = iter([_rewrite_launches(t, kernels, used) for t in host_chunks])
-    host = [next(rewritten) if h == "\x00" else h for h in host]
-    if not used:
+    if not used or first_host is None:
         raise ValueError("no kernel launched from the host code")
     for name in sorted(used):
         k = kernels[name]
@@ -286,8 +284,7 @@ def _split(text: str) -> Split:
                       f"({', '.join(k.names)}); }}")
     decls = [f"void {_LAUNCHER}{n}(dim3, dim3, size_t, cudaStream_t" + (f", {kernels[n].params}" if kernels[n].names else "")
              + ");" for n in sorted(used)]
-    at = placeholders[0]  # the launchers are declared just before the first host chunk that needs torch or launches
-    host = [*host[:at], *decls, *host[at:]]
+    host = [*host[:first_host], *decls, *host[first_host:]]
     dev_src = "#include <cuda.h>\n#include <cuda_runtime.h>\n" + "\n".join(device) + "\n"
     host_src = ("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
                 + "\n".join("#include <torch/types.h>" if _is_extension_include(h) else h for h in host) + "\n")
