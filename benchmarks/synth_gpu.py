@@ -12,7 +12,8 @@ torch.compile) as pool call jobs, `--jobs-per-gpu` of them sharing each GPU
 time of the device part and candidates per GPU-hour (candidates finished by
 the device part / its wall time / GPUs). The device part stops at
 `--deadline-s` so the whole call stays under 8 minutes; unfinished candidates
-are then named, not counted. Writes everything under --work (default $OUT or a temp dir).
+are then named, not counted. Writes everything under --work (default $OUT or a temp dir). `--candidates FILE` filters
+a candidates.jsonl composed earlier (on the same torch) and skips crawl and compose.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def main() -> int:
     ap.add_argument("--against", help="reference suite for decontamination (default: the bundled set)")
     ap.add_argument("--work", type=Path)
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: a dry run of this script")
+    ap.add_argument("--candidates", type=Path, help="filter these composed candidates (a candidates.jsonl composed on "
+                    "the same torch) instead of crawling and composing here: the whole call goes to the filter")
     a = ap.parse_args()
     t_start = time.monotonic()
     from synth_cpu import bundled_refs
@@ -54,14 +57,20 @@ def main() -> int:
 
     work = a.work or Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="synth-gpu-"))
     work.mkdir(parents=True, exist_ok=True)
-    t = time.monotonic()
-    seeds = crawl(work / "seeds.jsonl", [(x, "torch") for x in torch_ops()] + [(x, "transformers") for x in hf_targets()])
-    print(f"crawl: {time.monotonic() - t:.1f} s, {sum(s.runs for s in seeds)} seeds run, "
-          f"{sum(s.composable for s in seeds)} composable", flush=True)
-    t = time.monotonic()
-    run_compose(DeterministicComposer(Planner(records.read(work / "seeds.jsonl", Seed), seed=0)), a.n,
-                work / "candidates.jsonl")
-    print(f"compose {a.n}: {time.monotonic() - t:.1f} s", flush=True)
+    if a.candidates:
+        import shutil
+
+        shutil.copyfile(a.candidates, work / "candidates.jsonl")
+        print(f"candidates: {a.candidates} (crawl and compose skipped)", flush=True)
+    else:
+        t = time.monotonic()
+        seeds = crawl(work / "seeds.jsonl", [(x, "torch") for x in torch_ops()] + [(x, "transformers") for x in hf_targets()])
+        print(f"crawl: {time.monotonic() - t:.1f} s, {sum(s.runs for s in seeds)} seeds run, "
+              f"{sum(s.composable for s in seeds)} composable", flush=True)
+        t = time.monotonic()
+        run_compose(DeterministicComposer(Planner(records.read(work / "seeds.jsonl", Seed), seed=0)), a.n,
+                    work / "candidates.jsonl")
+        print(f"compose {a.n}: {time.monotonic() - t:.1f} s", flush=True)
     if a.against:
         from cuda_agent.task.suites import load_suite
 

@@ -17,7 +17,8 @@ line in, one JSON reply per line out. Commands:
 - `compile_check` {seeds, atol, rtol}: `torch.compile` (default mode), its
   outputs against eager on each seed with the task's tolerances.
 GPU sections take a per-device file lock (`lock_dir`): shared for runs, exclusive
-for timing, so filter jobs sharing one GPU never run while another times.
+for timing, so filter jobs sharing one GPU never run while another times; a gate
+file in front of it lets a timing in ahead of shared takers that come later.
 Imports only the standard library, torch and child-safe `cuda_agent.eval` modules.
 
 Runs in the evaluator's sandbox (`FilterSettings.sandbox`, default "auto"):
@@ -72,8 +73,17 @@ def gpu_lock(st: State, exclusive: bool):
     if not st.lock_path:
         yield
         return
-    with open(st.lock_path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    # flock favours no one: with jobs taking the shared lock in turns there is nearly always a holder,
+    # and one that wants it exclusively (timing) can wait forever (seen on the H200: eight jobs per
+    # GPU, timings past their 60 s budget). A gate in front makes it a turnstile: every taker passes
+    # the gate, and one that wants the lock exclusively keeps the gate closed until it holds it, so
+    # shared takers that come after it queue behind it while those inside drain.
+    with open(st.lock_path + ".gate", "a") as g, open(st.lock_path, "a") as f:
+        fcntl.flock(g, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(g, fcntl.LOCK_UN)
         try:
             yield
         finally:
