@@ -12,7 +12,7 @@
 #   G: red-team controls and hacks (hijacks too) and the examples, no faults (issue 12) ~7 min
 #   H: faults, the defences' cost with and without the trusted clock, pytest -m gpu (issues 12, 13) ~8 min
 #   I: six evaluations at once against one alone; single-file build times vs load_inline (issue 13) ~9 min
-#   J: the synthesis filter on 200 candidates; the RL smoke (issues 14, 15) ~9 min
+#   J: the synthesis filter on 200 candidates (issue 14) ~10 min; J2: the RL smoke (issue 15) ~4 min
 #   S: the single-file split build on the GPU: diag_matmul's example and single-file rows, then the
 #      edit benchmark (issue 13 part 3)                                               ~8 min
 #   K: issue 16's throughput: the mix's baselines, then serial vs pool (carry .kb, made here by
@@ -45,11 +45,19 @@ case "${1:-}" in
   H) timeout 560 bash scripts/gpu-check.sh --skip-redteam --skip-examples --overhead 3 --jobs 8 2>&1 | quiet | tail -40 ;;
   I) timeout 300 python3 benchmarks/concurrent_timing.py --n 6 2>&1 | quiet | tail -12
      timeout 260 python3 benchmarks/inline_compile.py --edits 3 2>&1 | quiet | tail -12 ;;
-  J) timeout 330 python3 benchmarks/synth_gpu.py -n 200 --deadline-s 280 2>&1 | quiet | tail -25
-     timeout 230 python3 scripts/rl_gpu_smoke.py --out "$OUT/rl-smoke" 2>&1 | quiet | tail -20 ;;
+  # J: the whole call goes to the filter when .synth-h200/candidates.jsonl is carried (200 candidates
+  # composed on the GPU machine's torch by an earlier J; the RL smoke is then J2)
+  J) if [ -f .synth-h200/candidates.jsonl ]; then
+       timeout 585 python3 benchmarks/synth_gpu.py -n 200 --candidates .synth-h200/candidates.jsonl --deadline-s 545 \
+         --work /tmp/synth 2>&1 | quiet | tail -25
+     else
+       timeout 585 python3 benchmarks/synth_gpu.py -n 200 --deadline-s 500 --work /tmp/synth 2>&1 | quiet | tail -25
+     fi
+     (cd /tmp/synth && tar czf "$OUT/synth.tgz" candidates.jsonl tasks.* 2>/dev/null) ;;
+  J2) timeout 230 python3 scripts/rl_gpu_smoke.py --out "$OUT/rl-smoke" 2>&1 | quiet | tail -20 ;;
   S) timeout 200 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-pytest --only diag_matmul 2>&1 | quiet | tail -8
      timeout 370 python3 benchmarks/inline_compile.py --edits 3 2>&1 | quiet | tail -13 ;;
   K1) timeout 590 python3 benchmarks/eval_throughput.py --kernelbench .kb --only-baselines --deadline-s 560 2>&1 | quiet | tee "$OUT/k1.log" | tail -30 ;;
   K2) timeout 590 python3 benchmarks/eval_throughput.py --kernelbench .kb --precompute-baselines --export-cache --deadline-s 560 2>&1 | quiet | tee "$OUT/k2.log" | tail -40 ;;
-  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|S|K1|K2" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2" >&2; exit 2 ;;
 esac

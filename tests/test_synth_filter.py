@@ -4,6 +4,7 @@ copy of a reference task, and a killed filter run resumes without evaluating any
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -184,3 +185,53 @@ def test_a_candidates_code_runs_in_the_sandbox(tmp_path, cache_env):
 
     r = TaskCheckJob("c3", code, dataclasses.replace(boxed, sandbox="off")).run()
     assert r.sandbox == "off" and r.passed and target.read_text() == "x"
+
+
+def test_the_next_job_gets_a_spare_child_that_has_run_nothing(tmp_path, cache_env, monkeypatch):
+    """A pool worker starts the next job's child while a job runs (its torch import and CUDA
+    start-up leave the critical path); a child that ran a task is closed with that job."""
+    from cuda_agent.synth import device_job
+    from cuda_agent.synth.device_job import TaskCheckJob
+
+    device_job.discard_spare()
+    started: list[device_job._Box] = []
+    real = device_job._start_child
+
+    def start(s, precision):
+        started.append(real(s, precision))
+        return started[-1]
+
+    monkeypatch.setattr(device_job, "_start_child", start)
+    cfg = FilterSettings(device="cpu", window_ms=(0.0001, 100000.0), compile=False, lock_dir=str(tmp_path / "locks"),
+                         sandbox="off")
+    code = task("", "        return torch.tanh(x) * 3.0 + x")
+    try:
+        first = TaskCheckJob("c1", code, cfg).run()
+        assert first.passed, first.verdicts
+        assert len(started) == 2 and device_job._spare is started[1]  # its own child, and the next one's
+        assert not started[0].alive() and started[1].alive()
+        second = TaskCheckJob("c2", code, cfg).run()
+        assert second.passed, second.verdicts
+        assert len(started) == 3 and device_job._spare is started[2] and not started[1].alive()
+        assert {"start", "runs", "deterministic", "timing"} <= set(second.stage_s), second.stage_s
+        no_spare = TaskCheckJob("c3", code, dataclasses.replace(cfg, spare_child=False)).run()
+        assert no_spare.passed and len(started) == 3  # took the spare, started none
+        assert device_job._spare is None and not started[2].alive()
+    finally:
+        device_job.discard_spare()
+
+
+def test_a_launch_bound_task_is_re_shaped_by_a_fit_not_another_proportional_step():
+    """H200 figures: 64x the batch took a task from 0.036 to 0.052 ms. A proportional second step
+    (61x) reached 1.0 ms, at the window's edge; the fit of time = c + k * batch aims at the target."""
+    from cuda_agent.synth.device_job import _factor
+
+    target = 1.0 * 100.0 ** 0.25
+    assert _factor([], 0.036, target) == 64.0  # first step: proportional, bounded
+    f = _factor([{"batch": [128, 8192], "eager_ms": 0.036}], 0.052, target)
+    k = (0.052 - 0.036) / (8192 - 128)
+    assert abs((0.036 + k * (8192 * f - 128)) - target) < 1e-6 * target  # lands on the target on that line
+    assert f > 64  # where the proportional step would have stopped short
+    # a time that fell as the batch grew is noise: back to the proportional step
+    assert _factor([{"batch": [128, 8192], "eager_ms": 0.05}], 0.04, target) == 64.0
+    assert _factor([{"batch": [128, 8192], "eager_ms": 0.036}], 0.0361, target) == 1024.0  # bounded

@@ -2,7 +2,9 @@
 
 Started by `device_job` through `eval.procs.Child` (`python -m
 cuda_agent.synth.check_child --fd-in A --fd-out B`); one JSON command per
-line in, one JSON reply per line out. Commands:
+line in, one JSON reply per line out (`--warm-cuda`: start CUDA before the
+first). Commands:
+- `ready`: an empty reply, once start-up is done.
 - `load` {source, device, init_seed, precision, seed}: import the task from
   a file, build `Model` under the seed, run it once; reply with output shapes,
   or `ok: false` with the error (also for non-tensor, non-float, NaN/Inf or
@@ -210,7 +212,11 @@ def cmd_compile_check(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     return {"checks": checks, "compile_s": compile_s}
 
 
-HANDLERS = {"load": cmd_load, "checks": cmd_checks, "time": cmd_time, "compile_check": cmd_compile_check}
+def cmd_ready(st: State, msg: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+HANDLERS = {"ready": cmd_ready, "load": cmd_load, "checks": cmd_checks, "time": cmd_time, "compile_check": cmd_compile_check}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm-cuda", action="store_true")
     a = ap.parse_args(argv)
     st = State()
+    if a.warm_cuda and torch.cuda.is_available():
+        torch.zeros(1, device="cuda")  # CUDA's start-up before the first command (a spare child warms idle)
     for line in os.fdopen(a.fd_in, "rb"):
         msg = json.loads(line)
         if msg.get("cmd") == "exit":

@@ -16,7 +16,10 @@ hold, in this order and until the first rejection:
   up to `max_reshapes` times, bounded by `max_input_bytes`; after a re-shape
   the two stages above run again at the final shape;
 - `compile`: `torch.compile` runs and agrees with eager on two seeds.
-`DeviceReport.code` is the final (possibly re-shaped) source. The candidate's
+`DeviceReport.code` is the final (possibly re-shaped) source; `stage_s` the
+seconds spent waiting on each stage (lock waits included). Each job runs in
+a child of its own, which has run nothing before; with `spare_child` a pool
+worker starts the next job's child while a job runs. The candidate's
 failures are verdicts; a broken harness (child died, timeout) is a verdict of
 the stage it happened in, with the reason. Seeds are drawn fresh per job.
 Not guaranteed: times comparable across machines, or stable on a GPU shared
@@ -25,11 +28,13 @@ with anything but other filter jobs (the exclusive lock keeps those out).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -62,6 +67,9 @@ class FilterSettings:
     checks_timeout: float = 180.0
     time_timeout: float = 120.0
     compile_timeout: float = 900.0
+    # start the next job's child while this one runs (per pool worker): its torch import and CUDA
+    # start-up (3-5 s) leave the critical path of every job but the first
+    spare_child: bool = True
 
 
 @dataclass
@@ -75,10 +83,36 @@ class DeviceReport:
     wall_s: float = 0.0
     complete: bool = False  # every stage ran and passed
     sandbox: str = ""  # the sandbox's word for the record ("on", "off", "unavailable: why", ...)
+    # seconds this job waited on each stage's replies ("start": on the child's start-up, 0 when a spare
+    # child was ready): where a candidate's wall goes, lock waits included
+    stage_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
         return self.complete and all(v.passed for v in self.verdicts)
+
+
+def _factor(reshapes: list[dict[str, Any]], ms: float, target: float) -> float:
+    """How much to scale the batch so that the eager time reaches `target` ms.
+
+    First try: proportional, at most 64x either way. After a re-shape, the two last points fit
+    time = c + k * batch: small tasks are launch-bound (on the H200, 64x the batch often took a
+    0.04 ms task only to 0.05 ms), and a proportional step then needs two or three more re-shapes,
+    each a load and a timing. The fitted step is bounded at 1024x (the caller bounds the bytes).
+    """
+    proportional = min(64.0, max(1 / 64, target / max(ms, 1e-6)))
+    if not reshapes:
+        return proportional
+    b0, b1 = reshapes[-1]["batch"]
+    m0 = reshapes[-1]["eager_ms"]
+    if b1 == b0 or (ms - m0) / (b1 - b0) <= 0:  # noise, or a time that does not grow with the batch
+        return proportional
+    k = (ms - m0) / (b1 - b0)
+    c = m0 - k * b0
+    want = (target - c) / k
+    if want <= 0:
+        return proportional
+    return min(1024.0, max(1 / 1024, want / b1))
 
 
 class _Stop(Exception):
@@ -112,39 +146,28 @@ class TaskCheckJob:
             raise ValueError(f"{self.cid}: no code")
 
     def run(self) -> DeviceReport:
-        from cuda_agent.eval.procs import Child
-        from cuda_agent.eval.warm import child_dirs, child_env
-        from cuda_agent.sandbox import profile_for
-
         t0 = time.monotonic()
-        s = self.settings
-        tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-synth-"))
         report = DeviceReport(self.cid, [], self.code)
-        # one compile thread per child: jobs sharing a GPU already compile in parallel, and inductor's
-        # worker pool per process would cost more start-up than it saves on these small graphs
-        base = {**child_env(self.precision), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
-        rw, env = child_dirs(tmp, "synth", base, private_caches=True)  # [io, tmp]: all it may write
-        locks = Path(s.lock_dir)
-        locks.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):
-            locks.chmod(0o1777)  # shared by every user's filter jobs on this machine
-        box, report.sandbox = profile_for(s.sandbox, s.device, s.sandbox_max_file_bytes, s.sandbox_max_procs)
-        child = Child("synth", cwd=tmp, env=env, log_path=tmp / "child.log", module="cuda_agent.synth.check_child",
-                      wrap=partial(box.wrap, writable=[*rw, locks]) if box is not None else None)
+        box = _take_child(self.settings, self.precision)
+        report.sandbox = box.sandbox
+        if self.settings.spare_child:
+            _prepare_child(self.settings, self.precision)  # the next job's child warms while this one runs
         try:
-            self._stages(child, rw[0], report)
+            self._stages(box.child, box.io, report)
         except _Stop as stop:
             report.verdicts.append(stop.verdict)
         finally:
-            child.close()
-            shutil.rmtree(tmp, ignore_errors=True)
+            box.close()
             report.wall_s = time.monotonic() - t0
+            report.stage_s = {k: round(v, 3) for k, v in report.stage_s.items()}
         return report
 
     def _ask(self, child: Any, stage: str, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
         from cuda_agent.eval.procs import ChildFailure
 
+        t0 = time.monotonic()
         reply = child.request_raw(msg, timeout)
+        self._spent[stage] = self._spent.get(stage, 0.0) + time.monotonic() - t0
         if isinstance(reply, ChildFailure):
             raise _Stop(Verdict(self.cid, stage, False, f"{msg['cmd']}: {reply.message}"))
         if not reply.get("ok"):
@@ -183,6 +206,9 @@ class TaskCheckJob:
         return float(got["ms"])
 
     def _stages(self, child: Any, tmp: Path, report: DeviceReport) -> None:
+        self._spent = report.stage_s
+        self._ask(child, "runs", {"cmd": "ready"}, self.settings.load_timeout)  # the child's start-up, if not done
+        report.stage_s["start"] = report.stage_s.pop("runs")
         s = self.settings
         loaded = self._load(child, tmp, report.code, "runs")
         report.verdicts.append(Verdict(self.cid, "runs", True, data={"out_shapes": loaded["out_shapes"]}))
@@ -197,7 +223,7 @@ class TaskCheckJob:
             if attempt == s.max_reshapes:
                 raise _Stop(Verdict(self.cid, "timing", False, f"eager {ms:.4g} ms, {where} the {lo:g}-{hi:g} ms window "
                                     f"after {attempt} re-shape(s)", {"eager_ms": ms, "reshapes": report.reshapes}))
-            factor = min(64.0, max(1 / 64, target / max(ms, 1e-6)))
+            factor = _factor(report.reshapes, ms, target)
             scaled = scale_batch(report.code, factor)
             if scaled is None:
                 raise _Stop(Verdict(self.cid, "timing", False, f"eager {ms:.4g} ms, {where} the window, and no "
@@ -230,3 +256,88 @@ class TaskCheckJob:
         report.verdicts.append(Verdict(self.cid, "compile", True, data={
             "compile_ms": report.compile_ms, "compile_s": round(got["compile_s"], 2)}))
         report.complete = True
+
+
+@dataclass
+class _Box:
+    """One filter child with its private scratch (io and tmp dirs) for exactly one job."""
+
+    key: tuple[Any, ...]
+    child: Any
+    io: Path
+    tmp: Path
+    sandbox: str
+
+    def alive(self) -> bool:
+        return not self.child.dead and self.child.proc.poll() is None
+
+    def close(self) -> None:
+        self.child.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _key(s: FilterSettings, precision: str) -> tuple[Any, ...]:
+    return (s.device, precision, s.sandbox, s.sandbox_max_file_bytes, s.sandbox_max_procs, s.lock_dir)
+
+
+def _start_child(s: FilterSettings, precision: str) -> _Box:
+    from cuda_agent.eval.procs import Child
+    from cuda_agent.eval.warm import child_dirs, child_env
+    from cuda_agent.sandbox import profile_for
+
+    tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-synth-"))
+    # one compile thread per child: jobs sharing a GPU already compile in parallel, and inductor's
+    # worker pool per process would cost more start-up than it saves on these small graphs
+    base = {**child_env(precision), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    rw, env = child_dirs(tmp, "synth", base, private_caches=True)  # [io, tmp]: all it may write
+    locks = Path(s.lock_dir)
+    locks.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        locks.chmod(0o1777)  # shared by every user's filter jobs on this machine
+    box, word = profile_for(s.sandbox, s.device, s.sandbox_max_file_bytes, s.sandbox_max_procs)
+    try:
+        child = Child("synth", cwd=tmp, env=env, log_path=tmp / "child.log", module="cuda_agent.synth.check_child",
+                      warm_cuda=s.device == "cuda",
+                      wrap=partial(box.wrap, writable=[*rw, locks]) if box is not None else None)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return _Box(_key(s, precision), child, rw[0], tmp, word)
+
+
+# The spare of this process (a pool worker runs one job at a time). A spare has run no task code:
+# a child that has is closed with its job and never serves another.
+_spare: _Box | None = None
+_spare_lock = threading.Lock()
+
+
+def _take_child(s: FilterSettings, precision: str) -> _Box:
+    global _spare
+    with _spare_lock:
+        spare, _spare = _spare, None
+    if spare is not None:
+        if spare.key == _key(s, precision) and spare.alive():
+            return spare
+        spare.close()
+    return _start_child(s, precision)
+
+
+def _prepare_child(s: FilterSettings, precision: str) -> None:
+    global _spare
+    fresh = _start_child(s, precision)
+    with _spare_lock:
+        old, _spare = _spare, fresh
+    if old is not None:
+        old.close()
+
+
+def discard_spare() -> None:
+    """Close this process's spare child, if any (also at exit)."""
+    global _spare
+    with _spare_lock:
+        old, _spare = _spare, None
+    if old is not None:
+        old.close()
+
+
+atexit.register(discard_spare)
