@@ -68,13 +68,13 @@ def test_spare_serves_the_next_evaluation_once(tmp_path, cache_env, spawns):
     ws = make_ws(tmp_path)
     r1 = evaluate_workspace(ws, config=cfg)
     assert r1.status is Status.OK, r1.message + r1.log
-    assert len(spawns) == 2 and warm._spare is spawns[1] and spawns[1].alive()
+    assert len(spawns) == 2 and warm._slot.item is spawns[1] and spawns[1].alive()
     first_pair, spare = spawns
     assert all(_gone(p) for p in _pids(first_pair))  # used once, then closed
     r2 = evaluate_workspace(ws, config=cfg)
     assert r2.status is Status.OK, r2.message + r2.log
     # the second evaluation took the spare (no third pair for it) and left a new spare
-    assert len(spawns) == 3 and warm._spare is spawns[2]
+    assert len(spawns) == 3 and warm._slot.item is spawns[2]
     assert all(_gone(p) for p in _pids(spare))
     assert r2.defences["sandbox"] == r1.defences["sandbox"]
 
@@ -88,7 +88,7 @@ def test_the_next_spare_starts_before_this_evaluation_checks(tmp_path, cache_env
     real = pipeline._check_and_time
 
     def spy(*args, **kwargs):
-        seen.append((len(spawns), warm._spare is not None and warm._spare.alive()))
+        seen.append((len(spawns), warm._slot.item is not None and warm._slot.item.alive()))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pipeline, "_check_and_time", spy)
@@ -96,7 +96,7 @@ def test_the_next_spare_starts_before_this_evaluation_checks(tmp_path, cache_env
     r = evaluate_workspace(make_ws(tmp_path), config=cfg)
     assert r.status is Status.OK, r.message + r.log
     assert seen == [(2, True)]  # its own pair and the live spare, before the checks began
-    assert warm._spare is spawns[1]  # the end of the evaluation kept that spare, started no third
+    assert warm._slot.item is spawns[1]  # the end of the evaluation kept that spare, started no third
 
 
 def test_an_evaluation_that_uses_no_children_keeps_the_spare(tmp_path, cache_env, spawns):
@@ -104,10 +104,10 @@ def test_an_evaluation_that_uses_no_children_keeps_the_spare(tmp_path, cache_env
     cfg = cpu_cfg(spare_children=True, reuse_results=False)
     ws = make_ws(tmp_path)
     assert evaluate_workspace(ws, config=cfg).status is Status.OK
-    spare = warm._spare
+    spare = warm._slot.item
     r = evaluate_workspace(ws, phase="compile", config=cfg)
     assert r.status is Status.OK, r.message + r.log
-    assert warm._spare is spare and spare.alive() and len(spawns) == 2
+    assert warm._slot.item is spare and spare.alive() and len(spawns) == 2
     assert evaluate_workspace(ws, config=cfg).status is Status.OK
     assert len(spawns) == 3 and all(_gone(p) for p in _pids(spare))  # it served this one
 
@@ -139,13 +139,13 @@ def test_a_crashing_candidate_does_not_spoil_the_spare(tmp_path, cache_env, spaw
 
 def test_no_spare_unless_asked_and_discard_leaves_nothing(tmp_path, cache_env, spawns):
     assert evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(reuse_results=False)).status is Status.OK
-    assert warm._spare is None and len(spawns) == 1
+    assert warm._slot.item is None and len(spawns) == 1
     warm.prepare(cpu_cfg(), "fp32")
-    spare = warm._spare
+    spare = warm._slot.item
     assert spare is not None
     dirs = [spare.cnd_io.parent]
     warm.discard()
-    assert warm._spare is None
+    assert warm._slot.item is None
     assert all(_gone(p) for p in _pids(spare))
     assert not any(d.exists() for d in dirs)
 

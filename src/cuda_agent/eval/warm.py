@@ -33,15 +33,18 @@ import atexit
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from cuda_agent.eval.procs import Child, scrubbed_env
 from cuda_agent.sandbox import Sandbox, profile_for
 from cuda_agent.task.workspace import cache_root
+
+T = TypeVar("T")
 
 
 def child_env(precision: str) -> dict[str, str]:
@@ -145,44 +148,60 @@ def spawn(cfg: Any, precision: str) -> Pair:
         raise
 
 
-_lock = threading.Lock()
-_spare: Pair | None = None
+class SpareSlot(Generic[T]):
+    """At most one spare of something that is started ahead of need and serves once (an
+    evaluation's pair here, a synthesis filter child in `synth.device_job`). Its items have a
+    `key` (what they were started with), `alive()` and `close()`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.item: T | None = None
+
+    def take(self, key: Any, start: Callable[[], T]) -> T:
+        """The spare when it fits and lives (it leaves the slot), else a new one from `start`."""
+        with self._lock:
+            spare, self.item = self.item, None
+        if spare is not None:
+            if spare.key == key and spare.alive():  # type: ignore[attr-defined]
+                return spare
+            spare.close()  # type: ignore[attr-defined]
+        return start()
+
+    def prepare(self, key: Any, start: Callable[[], T]) -> None:
+        """Keep a live spare that fits, else start one in its place."""
+        with self._lock:
+            if self.item is not None and self.item.key == key and self.item.alive():  # type: ignore[attr-defined]
+                return
+        fresh = start()
+        with self._lock:
+            old, self.item = self.item, fresh
+        if old is not None:
+            old.close()  # type: ignore[attr-defined]
+
+    def discard(self) -> None:
+        with self._lock:
+            old, self.item = self.item, None
+        if old is not None:
+            old.close()  # type: ignore[attr-defined]
+
+
+_slot: SpareSlot[Pair] = SpareSlot()
 
 
 def pair_for(cfg: Any, precision: str) -> Pair:
     """The spare when it fits and lives, else a new pair; the caller closes it."""
-    global _spare
-    with _lock:
-        spare, _spare = _spare, None
-    if spare is not None:
-        if spare.key == spec(cfg, precision) and spare.alive():
-            return spare
-        spare.close()
-    return spawn(cfg, precision)
+    return _slot.take(spec(cfg, precision), lambda: spawn(cfg, precision))
 
 
 def prepare(cfg: Any, precision: str) -> None:
     """Have a spare for this spec: keep a live one that fits (an evaluation that used no
     children, such as the compile phase, leaves it warm), else start one in place of it."""
-    global _spare
-    key = spec(cfg, precision)
-    with _lock:
-        if _spare is not None and _spare.key == key and _spare.alive():
-            return
-    fresh = spawn(cfg, precision)
-    with _lock:
-        old, _spare = _spare, fresh
-    if old is not None:
-        old.close()
+    _slot.prepare(spec(cfg, precision), lambda: spawn(cfg, precision))
 
 
 def discard() -> None:
     """Close the spare, if any (also at exit)."""
-    global _spare
-    with _lock:
-        old, _spare = _spare, None
-    if old is not None:
-        old.close()
+    _slot.discard()
 
 
 atexit.register(discard)

@@ -34,7 +34,6 @@ import os
 import secrets
 import shutil
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -307,37 +306,30 @@ def _start_child(s: FilterSettings, precision: str) -> _Box:
 
 # The spare of this process (a pool worker runs one job at a time). A spare has run no task code:
 # a child that has is closed with its job and never serves another.
-_spare: _Box | None = None
-_spare_lock = threading.Lock()
+_slot: Any = None
+
+
+def _spares() -> Any:
+    global _slot
+    if _slot is None:
+        from cuda_agent.eval.warm import SpareSlot
+
+        _slot = SpareSlot()
+    return _slot
 
 
 def _take_child(s: FilterSettings, precision: str) -> _Box:
-    global _spare
-    with _spare_lock:
-        spare, _spare = _spare, None
-    if spare is not None:
-        if spare.key == _key(s, precision) and spare.alive():
-            return spare
-        spare.close()
-    return _start_child(s, precision)
+    return _spares().take(_key(s, precision), lambda: _start_child(s, precision))
 
 
 def _prepare_child(s: FilterSettings, precision: str) -> None:
-    global _spare
-    fresh = _start_child(s, precision)
-    with _spare_lock:
-        old, _spare = _spare, fresh
-    if old is not None:
-        old.close()
+    _spares().prepare(_key(s, precision), lambda: _start_child(s, precision))
 
 
 def discard_spare() -> None:
     """Close this process's spare child, if any (also at exit)."""
-    global _spare
-    with _spare_lock:
-        old, _spare = _spare, None
-    if old is not None:
-        old.close()
+    if _slot is not None:
+        _slot.discard()
 
 
 atexit.register(discard_spare)
