@@ -337,15 +337,20 @@ def main() -> int:
         good = ROOT / "examples" / "diag_matmul"
         off = dict(runtime_guards=False, fresh_timing_inputs=False, side_stream_guard=False, sandbox="off",
                    shape_probe=False, trusted_clock=False)
-        for k in range(a.overhead):
-            # "no_clock": every defence but issue 12's trusted clock, to show what that one adds
-            for mode, kw in (("on", {}), ("no_clock", {"trusted_clock": False}), ("off", off)):
-                ws = workspace(good / "task.py", good / "solution", work / f"overhead_{mode}_{k}")
-                t0 = time.monotonic()
-                r = evaluate_workspace(ws, config=EvalConfig(reuse_results=False, **kw))
+
+        def one(mode: str, k: int, count: bool = True, **kw: object) -> None:
+            ws = workspace(good / "task.py", good / "solution", work / f"overhead_{mode}_{k}")
+            t0 = time.monotonic()
+            r = evaluate_workspace(ws, config=EvalConfig(reuse_results=False, **kw))
+            if count:
                 overhead.setdefault(mode, []).append(time.monotonic() - t0)
                 print(f"overhead {mode} #{k}: {r.status.value} reward {r.reward} {overhead[mode][-1]:.2f} s "
                       f"phases {r.phases_s}", flush=True)
+
+        for k in range(a.overhead):
+            # "no_clock": every defence but issue 12's trusted clock, to show what that one adds
+            for mode, kw in (("on", {}), ("no_clock", {"trusted_clock": False}), ("off", off)):
+                one(mode, k, **kw)
         # the same with spare children (as the pool and the agent run): each mode's evaluations back to
         # back, the first one (which starts the spare) not counted; the children's start-up, and with it
         # the op log's first use, then leaves the critical path
@@ -353,13 +358,7 @@ def main() -> int:
 
         for mode, kw in (("on+spares", {}), ("off+spares", off)):
             for k in range(a.overhead + 1):
-                ws = workspace(good / "task.py", good / "solution", work / f"overhead_{mode}_{k}")
-                t0 = time.monotonic()
-                r = evaluate_workspace(ws, config=EvalConfig(reuse_results=False, spare_children=True, **kw))
-                if k:
-                    overhead.setdefault(mode, []).append(time.monotonic() - t0)
-                    print(f"overhead {mode} #{k}: {r.status.value} reward {r.reward} {overhead[mode][-1]:.2f} s "
-                          f"phases {r.phases_s}", flush=True)
+                one(mode, k, count=k > 0, spare_children=True, **kw)
             warm.discard()
         (out / "overhead.json").write_text(json.dumps(overhead, indent=1))
 

@@ -208,15 +208,15 @@ def test_the_next_job_gets_a_spare_child_that_has_run_nothing(tmp_path, cache_en
     try:
         first = TaskCheckJob("c1", code, cfg).run()
         assert first.passed, first.verdicts
-        assert len(started) == 2 and device_job._spares().item is started[1]  # its own child, and the next one's
+        assert len(started) == 2 and device_job._slot.item is started[1]  # its own child, and the next one's
         assert not started[0].alive() and started[1].alive()
         second = TaskCheckJob("c2", code, cfg).run()
         assert second.passed, second.verdicts
-        assert len(started) == 3 and device_job._spares().item is started[2] and not started[1].alive()
+        assert len(started) == 3 and device_job._slot.item is started[2] and not started[1].alive()
         assert {"start", "runs", "deterministic", "timing"} <= set(second.stage_s), second.stage_s
         no_spare = TaskCheckJob("c3", code, dataclasses.replace(cfg, spare_child=False)).run()
         assert no_spare.passed and len(started) == 3  # took the spare, started none
-        assert device_job._spares().item is None and not started[2].alive()
+        assert device_job._slot.item is None and not started[2].alive()
     finally:
         device_job.discard_spare()
 

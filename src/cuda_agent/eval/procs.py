@@ -208,6 +208,10 @@ class Child:
         self.dead = True
         kill_group(self.proc)
 
+    def alive(self) -> bool:
+        """Usable: not given up on here, and the process still runs."""
+        return not self.dead and self.proc.poll() is None
+
     def finish(self, timeout: float) -> int | None:
         """Ask the child to exit and wait for it (a wrapper such as compute-sanitizer writes its
         report only when the child ends); kill it after `timeout`. The exit code, or None."""

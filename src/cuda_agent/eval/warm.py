@@ -118,7 +118,7 @@ class Pair:
     _stack: ExitStack = field(repr=False)
 
     def alive(self) -> bool:
-        return all(not c.dead and c.proc.poll() is None for c in (self.ref, self.cnd))
+        return self.ref.alive() and self.cnd.alive()
 
     def close(self) -> None:
         self._stack.close()

@@ -40,6 +40,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.eval.warm import SpareSlot
 from cuda_agent.synth.records import Verdict
 from cuda_agent.synth.reshape import scale_batch
 
@@ -149,9 +150,9 @@ class TaskCheckJob:
         report = DeviceReport(self.cid, [], self.code)
         box = _take_child(self.settings, self.precision)
         report.sandbox = box.sandbox
-        if self.settings.spare_child:
-            _prepare_child(self.settings, self.precision)  # the next job's child warms while this one runs
         try:
+            if self.settings.spare_child:
+                _prepare_child(self.settings, self.precision)  # the next job's child warms while this one runs
             self._stages(box.child, box.io, report)
         except _Stop as stop:
             report.verdicts.append(stop.verdict)
@@ -161,12 +162,15 @@ class TaskCheckJob:
             report.stage_s = {k: round(v, 3) for k, v in report.stage_s.items()}
         return report
 
-    def _ask(self, child: Any, stage: str, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def _ask(self, child: Any, stage: str, msg: dict[str, Any], timeout: float, book: str = "") -> dict[str, Any]:
+        """The child's reply to `msg`; its wait is booked in `stage_s[book or stage]`, a failure is a
+        verdict of `stage`."""
         from cuda_agent.eval.procs import ChildFailure
 
         t0 = time.monotonic()
         reply = child.request_raw(msg, timeout)
-        self._spent[stage] = self._spent.get(stage, 0.0) + time.monotonic() - t0
+        key = book or stage
+        self._spent[key] = self._spent.get(key, 0.0) + time.monotonic() - t0
         if isinstance(reply, ChildFailure):
             raise _Stop(Verdict(self.cid, stage, False, f"{msg['cmd']}: {reply.message}"))
         if not reply.get("ok"):
@@ -206,8 +210,7 @@ class TaskCheckJob:
 
     def _stages(self, child: Any, tmp: Path, report: DeviceReport) -> None:
         self._spent = report.stage_s
-        self._ask(child, "runs", {"cmd": "ready"}, self.settings.load_timeout)  # the child's start-up, if not done
-        report.stage_s["start"] = report.stage_s.pop("runs")
+        self._ask(child, "runs", {"cmd": "ready"}, self.settings.load_timeout, book="start")  # start-up, if not done
         s = self.settings
         loaded = self._load(child, tmp, report.code, "runs")
         report.verdicts.append(Verdict(self.cid, "runs", True, data={"out_shapes": loaded["out_shapes"]}))
@@ -268,7 +271,7 @@ class _Box:
     sandbox: str
 
     def alive(self) -> bool:
-        return not self.child.dead and self.child.proc.poll() is None
+        return self.child.alive()
 
     def close(self) -> None:
         self.child.close()
@@ -306,30 +309,20 @@ def _start_child(s: FilterSettings, precision: str) -> _Box:
 
 # The spare of this process (a pool worker runs one job at a time). A spare has run no task code:
 # a child that has is closed with its job and never serves another.
-_slot: Any = None
-
-
-def _spares() -> Any:
-    global _slot
-    if _slot is None:
-        from cuda_agent.eval.warm import SpareSlot
-
-        _slot = SpareSlot()
-    return _slot
+_slot: SpareSlot[_Box] = SpareSlot()
 
 
 def _take_child(s: FilterSettings, precision: str) -> _Box:
-    return _spares().take(_key(s, precision), lambda: _start_child(s, precision))
+    return _slot.take(_key(s, precision), lambda: _start_child(s, precision))
 
 
 def _prepare_child(s: FilterSettings, precision: str) -> None:
-    _spares().prepare(_key(s, precision), lambda: _start_child(s, precision))
+    _slot.prepare(_key(s, precision), lambda: _start_child(s, precision))
 
 
 def discard_spare() -> None:
     """Close this process's spare child, if any (also at exit)."""
-    if _slot is not None:
-        _slot.discard()
+    _slot.discard()
 
 
 atexit.register(discard_spare)
