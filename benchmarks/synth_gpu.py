@@ -113,6 +113,16 @@ def main() -> int:
     reshaped = [json.loads(line) for line in (work_dir(out) / "device.jsonl").read_text().splitlines()]
     n_resh = sum(1 for d in reshaped if d.get("reshapes"))
     print(f"re-shaped: {n_resh} of {len(reshaped)}; harness errors: {len(summary.harness_errors)}")
+    # where a job's wall time went (lock waits included), summed over the finished candidates
+    spent: dict[str, list[float]] = {}
+    for d in reshaped:
+        for k, v in (d.get("stage_s") or {}).items():
+            spent.setdefault(k, []).append(float(v))
+    if spent:
+        tot = sum(sum(v) for v in spent.values()) or 1.0
+        print("job seconds per stage (sum / median / share): " + "; ".join(
+            f"{k} {sum(v):.0f}/{sorted(v)[len(v) // 2]:.1f}/{100 * sum(v) / tot:.0f}%"
+            for k, v in sorted(spent.items(), key=lambda kv: -sum(kv[1]))))
     for cid, msg in summary.harness_errors[:3]:
         print(f"  {cid}: {msg}")
     print(f"total wall {time.monotonic() - t_start:.1f} s; files under {work}", flush=True)
