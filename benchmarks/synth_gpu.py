@@ -32,6 +32,16 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
+def _cpu_times() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs from /proc/stat, or None where there is none."""
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = f[3] + (f[4] if len(f) > 4 else 0)
+    return sum(f) - idle, sum(f)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=200)
@@ -98,7 +108,9 @@ def main() -> int:
         out = work / "tasks.parquet"
     except ImportError:
         out = work / "tasks.jsonl"  # no pyarrow on this machine: the same rows as JSON lines
+    cpu0 = _cpu_times()
     summary = run_filter(work / "candidates.jsonl", out, cfg, pool, progress)
+    cpu1 = _cpu_times()
     print(f"\nyield per stage ({a.n} candidates, {max(1, len(gpus))} {'GPU' if gpus else 'CPU lane'}, "
           f"{a.jobs_per_gpu} jobs per GPU)")
     print(f"{'stage':<14}{'entered':>9}{'passed':>9}{'yield':>8}")
@@ -118,13 +130,18 @@ def main() -> int:
     for d in reshaped:
         for k, v in (d.get("stage_s") or {}).items():
             spent.setdefault(k, []).append(float(v))
+    waits = spent.pop("lock_wait", [])
     if spent:
         tot = sum(sum(v) for v in spent.values()) or 1.0
         print("job seconds per stage (sum / median / share): " + "; ".join(
             f"{k} {sum(v):.0f}/{sorted(v)[len(v) // 2]:.1f}/{100 * sum(v) / tot:.0f}%"
-            for k, v in sorted(spent.items(), key=lambda kv: -sum(kv[1]))))
+            for k, v in sorted(spent.items(), key=lambda kv: -sum(kv[1])))
+            + f"; of all that, waiting for the GPU lock {sum(waits):.0f} ({100 * sum(waits) / tot:.0f}%)")
     for cid, msg in summary.harness_errors[:3]:
         print(f"  {cid}: {msg}")
+    if cpu0 and cpu1:  # is the CPU (torch.compile's builds) or the GPU what limits the filter?
+        busy, total = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+        print(f"CPU busy during the filter: {100 * busy / max(total, 1):.0f}% of {os.cpu_count()} cores")
     print(f"total wall {time.monotonic() - t_start:.1f} s; files under {work}", flush=True)
     # Jobs cancelled at the deadline may still run in the workers: end them (ours) instead of waiting.
     for p in multiprocessing.active_children():

@@ -48,7 +48,7 @@ case "${1:-}" in
   # J: the whole call goes to the filter when .synth-h200/candidates.jsonl is carried (200 candidates
   # composed on the GPU machine's torch by an earlier J; the RL smoke is then J2)
   J) if [ -f .synth-h200/candidates.jsonl ]; then
-       timeout 585 python3 benchmarks/synth_gpu.py -n 200 --candidates .synth-h200/candidates.jsonl --deadline-s 545 \
+       timeout 585 python3 benchmarks/synth_gpu.py -n 200 --candidates .synth-h200/candidates.jsonl --deadline-s 545 --jobs-per-gpu 10 \
          --work /tmp/synth 2>&1 | quiet | tail -25
      else
        timeout 585 python3 benchmarks/synth_gpu.py -n 200 --deadline-s 500 --work /tmp/synth 2>&1 | quiet | tail -25

@@ -68,6 +68,7 @@ class State:
         self.device = torch.device("cpu")
         self.lock_path = ""
         self.n = 0
+        self.lock_wait = 0.0  # seconds spent waiting for the GPU lock in the current command
 
 
 @contextmanager
@@ -81,11 +82,13 @@ def gpu_lock(st: State, exclusive: bool):
     # the gate, and one that wants the lock exclusively keeps the gate closed until it holds it, so
     # shared takers that come after it queue behind it while those inside drain.
     with open(st.lock_path + ".gate", "a") as g, open(st.lock_path, "a") as f:
+        t0 = time.perf_counter()
         fcntl.flock(g, fcntl.LOCK_EX)
         try:
             fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         finally:
             fcntl.flock(g, fcntl.LOCK_UN)
+            st.lock_wait += time.perf_counter() - t0
         try:
             yield
         finally:
@@ -212,6 +215,24 @@ def cmd_compile_check(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     return {"checks": checks, "compile_s": compile_s}
 
 
+def warm_up(compile_too: bool) -> None:
+    """Start-up a job would otherwise pay on its critical path, done while this child waits as a spare:
+    the CUDA context, cuBLAS and cuDNN handles (their libraries load on first use), and, with
+    `compile_too`, dynamo/inductor/Triton's first compile (imports, Triton's launcher build in this
+    child's private cache; about 6 s of a 10 s compile stage on the H200). Runs no task code; a
+    failure here is left to the job's own first use, which reports it."""
+    try:
+        x = torch.randn(8, 8, device="cuda")
+        torch.nn.functional.conv2d(x.view(1, 1, 8, 8), torch.ones(1, 1, 3, 3, device="cuda"))
+        (x @ x).sum().item()
+        if compile_too:
+            torch.compile(lambda t: torch.nn.functional.gelu(t) * 2 + t.sum(-1, keepdim=True))(x)
+            torch.cuda.synchronize()
+            torch.compiler.reset()  # no compiled state from the warm-up survives into the job
+    except Exception as e:  # noqa: BLE001
+        print(f"warm-up: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+
+
 def cmd_ready(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     return {}
 
@@ -225,17 +246,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fd-in", type=int, required=True)
     ap.add_argument("--fd-out", type=int, required=True)
     ap.add_argument("--warm-cuda", action="store_true")
+    ap.add_argument("--warm-compile", action="store_true")
     a = ap.parse_args(argv)
     st = State()
     if a.warm_cuda and torch.cuda.is_available():
-        torch.zeros(1, device="cuda")  # CUDA's start-up before the first command (a spare child warms idle)
+        warm_up(a.warm_compile)
     for line in os.fdopen(a.fd_in, "rb"):
         msg = json.loads(line)
         if msg.get("cmd") == "exit":
             break
+        st.lock_wait = 0.0
         try:
             reply = HANDLERS[msg["cmd"]](st, msg)
             reply["ok"] = True
+            reply["lock_wait_s"] = st.lock_wait
         except BaseException as e:  # noqa: BLE001 - whatever the task raises is a finding
             reply = {"ok": False, "error": f"{type(e).__name__}: {e}"[:1500],
                      "traceback": "".join(traceback.format_exception(e))[-3000:]}

@@ -5,7 +5,7 @@ Contract of `run_filter(candidates, out, config, pool)`:
   `dedup` (normalised source, first one kept), `decontam` (the Model class's
   AST similarity to every reference task of `config.against` must not exceed
   `config.threshold`; skipped without references), then the device stages of
-  `device_job` (runs, deterministic, anti_hack, timing, compile), one
+  `device_job` (runs, timing, deterministic, anti_hack, compile), one
   `TaskCheckJob` per candidate through `pool.submit_call` (local GPUs, the
   CPU, or Ray). The CPU stages run first because they are cheap.
 - Resumable through `<out>.work/`: `cpu.jsonl` holds each candidate's CPU
