@@ -235,3 +235,27 @@ def test_a_launch_bound_task_is_re_shaped_by_a_fit_not_another_proportional_step
     # a time that fell as the batch grew is noise: back to the proportional step
     assert _factor([{"batch": [128, 8192], "eager_ms": 0.05}], 0.04, target) == 64.0
     assert _factor([{"batch": [128, 8192], "eager_ms": 0.036}], 0.0361, target) == 1024.0  # bounded
+
+
+@pytest.mark.slow
+def test_the_filter_runs_its_device_jobs_as_ray_tasks(tmp_path, cache_env):
+    """The same filter through the Ray backend of the pool (a local Ray cluster on the CPU): a kept
+    task and a rejected one come back with their stages, as on the local pool."""
+    ray = pytest.importorskip("ray")
+    from cuda_agent.pool.ray_pool import RayPool
+
+    codes = {"keep": task("", "        return torch.tanh(x) * 2.0 + x", batch=64, dims="256"),
+             "dropout": CRAFTED["dropout"]}
+    ids = dict(zip(codes, write_candidates(tmp_path / "c.jsonl", codes), strict=True))
+    settings = FilterSettings(device="cpu", window_ms=(0.0001, 100000.0), compile=False, lock_dir=str(tmp_path))
+    out = tmp_path / "tasks.jsonl"
+    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"CUDA_AGENT_CACHE": str(cache_env), "PYTHONPATH": str(ROOT / "src")}})
+    try:
+        summary = run_filter(tmp_path / "c.jsonl", out, FilterConfig(settings), RayPool())
+    finally:
+        ray.shutdown()
+    assert not summary.harness_errors and summary.kept == 1
+    rej = {r["id"]: r for r in map(json.loads, Path(str(out) + ".rejections.jsonl").read_text().splitlines())}
+    assert list(rej) == [ids["dropout"]] and rej[ids["dropout"]]["stage"] == "deterministic"
+    assert json.loads(out.read_text().splitlines()[0])["id"] == ids["keep"]
