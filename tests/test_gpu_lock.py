@@ -128,3 +128,90 @@ def test_baselines_are_precomputed_into_the_evaluators_cache(tmp_path, cache_env
     shutil.copy(FIXTURES / "cpu_lane" / "model_new.py", ws / "model_new.py")
     r = evaluate_workspace(ws, config=EvalConfig(device="cpu"))
     assert r.status is Status.OK and r.cache.get("baselines") is True, (r.message, r.cache)
+
+
+# issue 16: evaluations share a GPU for their untimed work; a timing runs alone
+
+MODE = ("import sys,time\n"
+        "from cuda_agent.eval import gpu_lock\n"
+        "ctx = gpu_lock.exclusive if sys.argv[2] == 'exclusive' else gpu_lock.untimed\n"
+        "with ctx(sys.argv[1], float(sys.argv[4])) as h:\n"
+        "    print('held', h.exclusive, flush=True)\n"
+        "    time.sleep(float(sys.argv[3]))\n")
+
+
+def _taker(key: str, mode: str, hold_s: float = 60, wait_s: float = 600) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", MODE, key, mode, str(hold_s), str(wait_s)], stdout=subprocess.PIPE,
+                            text=True, env=os.environ.copy())
+
+
+def _held(p: subprocess.Popen[str]) -> bool:
+    assert p.stdout is not None
+    return p.stdout.readline().strip() == "held True"
+
+
+def test_untimed_holders_share_the_gpu_and_a_timing_waits_for_them(locks):
+    a = _taker("GPU-s", "untimed")
+    try:
+        assert _held(a)
+        with gpu_lock.untimed("GPU-s", wait_s=0.5) as u:
+            assert u.exclusive  # two untimed holders at once
+        with gpu_lock.exclusive("GPU-s", wait_s=0.3) as e:
+            assert not e.exclusive  # a timing never runs beside untimed work
+        a.kill()
+        a.wait()
+        with gpu_lock.exclusive("GPU-s", wait_s=5) as e:
+            assert e.exclusive
+    finally:
+        a.kill()
+        a.wait()
+
+
+def test_a_waiting_timing_goes_before_untimed_work_that_comes_after_it(locks):
+    a = _taker("GPU-g", "untimed")
+    try:
+        assert _held(a)
+        timer = _taker("GPU-g", "exclusive", hold_s=0.5, wait_s=30)  # waits for `a` behind the gate
+        time.sleep(0.5)
+        with gpu_lock.untimed("GPU-g", wait_s=0.5) as late:
+            assert not late.exclusive  # queued behind the timing, not slipped in beside `a`
+        a.kill()
+        assert _held(timer)  # `a` gone: the timing runs
+        timer.wait(10)
+        with gpu_lock.untimed("GPU-g", wait_s=5) as u:
+            assert u.exclusive
+    finally:
+        for p in (a, timer):
+            p.kill()
+            p.wait()
+
+
+def test_a_timed_section_sets_its_own_threads_untimed_hold_aside(locks):
+    with gpu_lock.untimed("GPU-t", wait_s=2) as mine:
+        assert mine.exclusive
+        with gpu_lock.exclusive("GPU-t", wait_s=2) as e:
+            assert e.exclusive  # no deadlock on its own shared hold
+            other = _taker("GPU-t", "untimed", hold_s=0, wait_s=0.3)
+            assert not _held(other)  # nobody's untimed work beside the timing
+            other.wait()
+        timer = _taker("GPU-t", "exclusive", hold_s=0, wait_s=0.3)
+        assert not _held(timer)  # the shared hold is back after the timing
+        timer.wait()
+
+
+@pytest.mark.slow
+def test_an_evaluations_untimed_work_waits_while_another_times(tmp_path, cache_env, locks):
+    """A verify-only evaluation has no timed section: before the untimed hold it ran beside a timing."""
+    ws = make_ws(tmp_path)
+    evaluate_workspace(ws, config=cpu_cfg(phase="verify"))  # builds the extension: the second run is quick
+    t = _taker("cpu", "exclusive", hold_s=4)
+    try:
+        assert _held(t)
+        t0 = time.monotonic()
+        r = evaluate_workspace(ws, config=cpu_cfg(phase="verify", reuse_results=False))
+        waited = time.monotonic() - t0
+    finally:
+        t.kill()
+        t.wait()
+    assert r.status is Status.OK and r.correct, r.message
+    assert r.gpu_wait_s >= 2.5 and waited >= 2.5, (r.gpu_wait_s, waited)

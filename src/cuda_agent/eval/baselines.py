@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuda_agent.eval import gpu as gpu_mod
+from cuda_agent.eval import gpu_lock, timed
 from cuda_agent.eval import protocol as P
-from cuda_agent.eval import timed
 from cuda_agent.eval.cache import KVCache
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.exchange import Stop, ask
@@ -86,7 +86,9 @@ def precompute(task: Task, cfg: EvalConfig) -> BaselineRecord:
                      precision=task.precision, task_hash=task.hash)
     cache = KVCache(cache_root() / "eval.sqlite")
     req = timed.time_request(cfg, [secrets.randbits(62) for _ in range(cfg.n_timing_sets)], None)
-    with tempfile.TemporaryDirectory(prefix="cuda-agent-baselines-") as tmp:
+    # untimed GPU work (the reference's set-up and probe run) shares the GPU only with other untimed work
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-baselines-") as tmp, \
+            gpu_lock.untimed(gpu.key, cfg.gpu_lock_wait_s):
         root = Path(tmp)
         (root / "model.py").write_text(task.source)
         child = Child("reference", cwd=root, env={**child_env(task.precision), "TMPDIR": tmp}, log_path=root / "reference.log")

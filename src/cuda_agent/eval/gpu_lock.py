@@ -4,9 +4,16 @@ Why: with six evaluations started together on one H200, an honest candidate's ti
 coefficient of variation of 1.28 and lost a reward milestone, with no warning (issue 13): the
 timed calls of one evaluation ran while another's ran. Timing is only meaningful alone.
 
+Evaluations that share a GPU (the pool's slots, several agents) run their untimed work at
+once; timing waits until it runs alone (issue 16: more evaluations per GPU-hour without
+timing next to anyone's work).
+
 Contract: `exclusive(key, wait_s)` is a context manager that holds an advisory `flock` on
-`<lock dir>/<key>.lock` (key: the GPU's UUID, or "cpu" on the CPU lane) and yields the seconds
-it waited. The kernel drops a flock when its descriptor closes, so a crash or a kill of the
+`<lock dir>/<key>.lock` (key: the GPU's UUID, or "cpu" on the CPU lane) exclusively and yields
+the seconds it waited; `untimed(key, wait_s)` holds it shared, for an evaluation's GPU work that
+is not timed. Both pass a gate first (`<key>.lock.gate`), so a timing waits only for the shared
+holders already in, not for those that come after it. A thread's timed section sets aside its
+own shared hold on the same key and takes it back after. The kernel drops a flock when its descriptor closes, so a crash or a kill of the
 holder never leaves the lock held. The lock dir is `CUDA_AGENT_LOCK_DIR`, else
 `/tmp/cuda-agent-locks` (world-writable with the sticky bit, so evaluations of every user of
 the machine see the same file). Past `wait_s` it yields without the lock and says so
@@ -25,6 +32,7 @@ import contextlib
 import fcntl
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,26 +54,85 @@ class Held:
     exclusive: bool
 
 
+def _paths(key: str) -> tuple[Path, Path]:
+    base = lock_dir() / re.sub(r"[^A-Za-z0-9_.-]", "_", key)
+    return Path(f"{base}.lock"), Path(f"{base}.lock.gate")
+
+
+def _take(fd: int, op: int, deadline: float) -> bool:
+    while True:
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+
+
+def _through_gate(key: str, lock_fd: int, op: int, deadline: float) -> bool:
+    """Take `op` on the lock after passing the gate. A taker holds the gate only while it waits
+    for the lock, so shared takers that come after an exclusive waiter queue behind it (flock alone
+    favours no one: with evaluations taking the shared lock in turns, a timing could wait forever)."""
+    gate = os.open(_paths(key)[1], os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        if not _take(gate, fcntl.LOCK_EX, deadline):
+            return False
+        return _take(lock_fd, op, deadline)
+    finally:
+        os.close(gate)  # releases the gate
+
+
+# This thread's shared holds, per key: a timed section of the same thread sets its own aside
+# (a flock of one descriptor conflicts with another descriptor's, in one process too).
+_own = threading.local()
+
+
+def _holds() -> dict[str, list[int]]:
+    if not hasattr(_own, "fds"):
+        _own.fds = {}
+    return _own.fds
+
+
 @contextlib.contextmanager
 def exclusive(key: str, wait_s: float = 600.0) -> Iterator[Held]:
-    path = lock_dir() / (re.sub(r"[^A-Za-z0-9_.-]", "_", key) + ".lock")
+    """Hold the GPU alone: no other timed section and no untimed work (`untimed`) runs meanwhile.
+    This thread's own `untimed` hold on `key` is set aside for the duration and taken back after."""
+    mine = _holds().get(key, [])
+    for fd in mine:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    path = _paths(key)[0]
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     t0 = time.monotonic()
     held = Held(0.0, False)
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                held.exclusive = True
-                break
-            except BlockingIOError:
-                if time.monotonic() - t0 > wait_s:
-                    break
-                time.sleep(0.02)
+        held.exclusive = _through_gate(key, fd, fcntl.LOCK_EX, t0 + wait_s)
         held.waited_s = time.monotonic() - t0
         yield held
     finally:
         os.close(fd)  # releases the flock
+        for fd in mine:  # back to shared; past the wait, without it (the timed part is what matters)
+            _through_gate(key, fd, fcntl.LOCK_SH, time.monotonic() + wait_s)
+
+
+@contextlib.contextmanager
+def untimed(key: str, wait_s: float = 600.0) -> Iterator[Held]:
+    """Hold the GPU shared for untimed work (correctness runs, compares): any number of holders at
+    once, none while a timed section (`exclusive`) runs. Yields the seconds waited; past `wait_s`
+    it yields without the lock (`Held.exclusive` is then False, and True when held)."""
+    fd = os.open(_paths(key)[0], os.O_RDWR | os.O_CREAT, 0o666)
+    t0 = time.monotonic()
+    held = Held(0.0, False)
+    mine = _holds().setdefault(key, [])
+    try:
+        held.exclusive = _through_gate(key, fd, fcntl.LOCK_SH, t0 + wait_s)
+        held.waited_s = time.monotonic() - t0
+        mine.append(fd)
+        yield held
+    finally:
+        if fd in mine:
+            mine.remove(fd)
+        os.close(fd)
 
 
 def _is_evaluation(pid: int) -> bool:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.eval import gpu as gpu_mod
-from cuda_agent.eval import inline_build, timed, warm
+from cuda_agent.eval import gpu_lock, inline_build, timed, warm
 from cuda_agent.eval import protocol as P
 from cuda_agent.eval import sanitize as sanitize_mod
 from cuda_agent.eval.build import BuildResult, build
@@ -155,6 +155,11 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
     with ExitStack() as stack:
         pair: warm.Pair | None = None
         if gpu is not None and not (cfg.phase == "compile" and cand.kind == "workspace"):
+            # The GPU shared with other evaluations' untimed work, never with a timing (gpu_lock): held
+            # before the children exist and let go after they are closed (entered first, left last).
+            # A build inside the evaluation holds it too; the pool builds on its farm first.
+            held = stack.enter_context(gpu_lock.untimed(gpu.key, cfg.gpu_lock_wait_s))
+            res.gpu_wait_s = round(res.gpu_wait_s + held.waited_s, 3)
             # Both children start before the build (or were started as the spare at the end of
             # this process's last evaluation): their torch import and CUDA start-up overlap it.
             pair = warm.pair_for(cfg, cand.task.precision)

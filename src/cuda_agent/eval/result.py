@@ -138,7 +138,7 @@ class EvalResult:
     # a timing whose spread stayed above EvalConfig.max_cv after all its rounds (candidate or a
     # baseline): its figures, and so the reward, may be off; bench and the agent's tools retry once
     unstable: bool = False
-    gpu_wait_s: float = 0.0  # seconds the timed sections waited for the GPU (another evaluation timing)
+    gpu_wait_s: float = 0.0  # seconds waited for the GPU's lock: untimed work while another timed, timing while any ran
     task_hash: str = ""
     candidate_hash: str = ""
     log: str = ""  # tail of compiler or child output, for the agent to read
