@@ -56,6 +56,7 @@ import random
 import secrets
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,6 +105,7 @@ class Row:
     cache: dict[str, bool]
     gpu_wait_s: float
     message: str
+    time_ms: float | None = None  # the candidate's median time (the timing spread between modes)
     as_expected: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -194,7 +196,7 @@ def row_of(mode: str, c: Candidate, r: EvalResult | None, busy: float, err: str 
     if r is None:
         return Row(mode, c.label, expect, "harness_error", False, None, busy, {}, {}, 0.0, err[:300])
     return Row(mode, c.label, expect, r.status.value, r.correct, r.reward, busy, dict(r.phases_s), dict(r.cache),
-               r.gpu_wait_s, r.message[:300])
+               r.gpu_wait_s, r.message[:300], r.time_ms)
 
 
 def precompute_baselines(kb: Path | None, limit_s: float) -> dict:
@@ -376,7 +378,25 @@ def phase_split(rows: list[Row], gpu_seconds: float) -> tuple[list[tuple[str, fl
     return out, {k: round(v, 3) for k, v in sorted(keys.items(), key=lambda kv: -kv[1])}
 
 
-def report(rec: Recorder, walls: dict[str, float], gpus: dict[str, int], extra: dict) -> int:
+def spread(rows: list[Row]) -> tuple[int, float, float, str] | None:
+    """Honest candidates timed in both modes: how far the pool's median time is from the serial one's
+    (the pool's evaluations share a GPU; their timings must not feel it). (n, max %, median %, worst)."""
+    times: dict[str, dict[str, list[float]]] = {}
+    for r in rows:
+        if r.expect == "correct" and r.time_ms:
+            times.setdefault(r.label, {}).setdefault(r.mode, []).append(r.time_ms)
+    diffs = []
+    for label, by in times.items():
+        if "serial" in by and "pool" in by:
+            a, b = statistics.median(by["serial"]), statistics.median(by["pool"])
+            diffs.append((100 * abs(b - a) / a, label))
+    if not diffs:
+        return None
+    diffs.sort()
+    return len(diffs), diffs[-1][0], statistics.median(d for d, _ in diffs), diffs[-1][1]
+
+
+def report(rec: Recorder, walls: dict[str, float], gpus: dict[str, int], extra: dict, per_gpu: int = 1) -> int:
     """Print the split, the CPU side and the table (last); returns the number of unexpected outcomes."""
     per_hour = {}
     print("\n" + "=" * 100)
@@ -386,10 +406,14 @@ def report(rec: Recorder, walls: dict[str, float], gpus: dict[str, int], extra: 
             continue
         gpu_s = walls[mode] * gpus[mode]
         per_hour[mode] = len(rows) / (gpu_s / 3600)
-        print(f"\n{mode}: {len(rows)} evaluations in {walls[mode]:.1f} s on {gpus[mode]} GPU(s); where the GPU-seconds went:")
-        split, keys = phase_split(rows, gpu_s)
+        # with several slots per GPU the split is of slot-seconds (each slot's wall time), not GPU-seconds
+        k = per_gpu if mode == "pool" else 1
+        unit = "GPU-seconds" if k == 1 else f"slot-seconds ({k} slots per GPU)"
+        print(f"\n{mode}: {len(rows)} evaluations in {walls[mode]:.1f} s on {gpus[mode]} GPU(s); where the {unit} went:")
+        split, keys = phase_split(rows, gpu_s * k)
         for name, sec in split:
-            print(f"  {name:42} {sec:9.1f} s {100 * sec / gpu_s:6.1f} %  {sec / len(rows):7.2f} s/eval")
+            print(f"  {name:42} {sec:9.1f} s {100 * sec / (gpu_s * k):6.1f} %  {sec / len(rows):7.2f} s/eval")
+        print(f"  of which waiting for the GPU's lock: {sum(r.gpu_wait_s for r in rows):.1f} s")
         print("  phases_s sums: " + ", ".join(f"{k} {v:.1f}" for k, v in keys.items()))
         rec.extra.setdefault("split", {})[mode] = {"gpu_seconds": gpu_s, "groups": dict(split), "phases_s": keys}
         hits = [r.cache.get("baselines") for r in rows if "baselines" in r.cache]
@@ -408,7 +432,12 @@ def report(rec: Recorder, walls: dict[str, float], gpus: dict[str, int], extra: 
         print(f"{mode:8} {len(rows):>6} {sum(r.expect == 'correct' for r in rows):>7} {sum(r.expect == 'incorrect' for r in rows):>7} "
               f"{sum(r.as_expected for r in rows):>12} {walls[mode]:>8.1f} {gpus[mode]:>5} {per_hour[mode]:>15.0f}")
     if len(per_hour) == 2:
-        print(f"pool / serial, per GPU: {per_hour['pool'] / per_hour['serial']:.2f}x (target >= 2x on one H200)")
+        print(f"pool ({per_gpu} per GPU) / serial, per GPU: {per_hour['pool'] / per_hour['serial']:.2f}x "
+              "(target >= 2x on one H200)")
+    if (sp := spread(rec.rows)) is not None:
+        rec.extra["spread"] = {"n": sp[0], "max_pct": sp[1], "median_pct": sp[2], "worst": sp[3]}
+        print(f"timing, pool vs serial (median time of the same honest candidate): max {sp[1]:.2f} % ({sp[3]}), "
+              f"median {sp[2]:.2f} % over {sp[0]} candidates")
     bad = [r for r in rec.rows if not r.as_expected]
     if bad:
         print("unexpected outcomes: " + "; ".join(f"{r.mode} {r.label}: {r.status} ({r.message[:80]})" for r in bad[:12]))
@@ -429,6 +458,7 @@ def main() -> int:
     ap.add_argument("--precompute-baselines", action="store_true", help="run `cuda-agent baselines` over the mix first")
     ap.add_argument("--only-baselines", action="store_true", help="precompute baselines, export the cache, stop")
     ap.add_argument("--baselines-budget-s", type=float, default=0.0, help=f"time limit of the baselines step (default: the deadline, less {MEASURE_S:.0f} s unless --only-baselines)")
+    ap.add_argument("--per-gpu", type=int, default=3, help="pool evaluations sharing each GPU (timings take turns)")
     ap.add_argument("--export-cache", action="store_true", help="copy the evaluator's eval.sqlite (baselines) to $OUT")
     a = ap.parse_args()
     # a cache inside the checkout (ignored): baselines survive between calls on a machine kept warm,
@@ -445,7 +475,7 @@ def main() -> int:
     print(f"mix: {len(cands)} candidates ({sum(c.expect == 'incorrect' for c in cands)} broken); GPUs visible: {len(gpus)}; "
           f"cache: {os.environ['CUDA_AGENT_CACHE']}; deadline {a.deadline_s:.0f} s", flush=True)
     rec = Recorder(out, {"mix": [c.label for c in cands], "salt": a.salt, "phase": a.phase, "deadline_s": a.deadline_s,
-                         "gpus": gpus, "cache": os.environ["CUDA_AGENT_CACHE"]})
+                         "gpus": gpus, "cache": os.environ["CUDA_AGENT_CACHE"], "per_gpu": a.per_gpu})
     if a.precompute_baselines or a.only_baselines:
         left = deadline - time.monotonic()
         # when measuring too, the baselines leave MEASURE_S for warm-up, serial and pool (resumable: a
@@ -457,7 +487,7 @@ def main() -> int:
         export_cache(out)
         return 0
     walls: dict[str, float] = {}
-    with LocalPool(len(gpus) or 1, device="cuda" if gpus else "cpu") as pool:
+    with LocalPool(len(gpus) or 1, device="cuda" if gpus else "cpu", per_gpu=a.per_gpu) as pool:
         t0 = time.monotonic()
         rec.extra["warmup"] = warm_up(cands, work, pool, a.phase == "compile", deadline)
         rec.extra["warmup"]["seconds"] = round(time.monotonic() - t0, 1)
@@ -469,11 +499,12 @@ def main() -> int:
         # the jobs still in flight when submitting stops run one after another per GPU slot: stop early
         # enough for them to drain by the deadline (estimated from the serial evaluations' mean time)
         served = [r.busy_s for r in rec.rows if r.mode == "serial"]
-        drain = window * (sum(served) / len(served) if served else 0.0) / pool.n_slots
+        # (per physical GPU, not per slot: slots sharing a GPU take turns timing, so assume no overlap)
+        drain = window * (sum(served) / len(served) if served else 0.0) / n_gpu
         walls["pool"] = run_pool(cands, work, rec, a.salt, a.phase, deadline - drain, pool, window)
         rec.extra["pool_stats"] = dict(pool.stats)
     rec.extra["walls_s"] = walls
-    unexpected = report(rec, walls, {"serial": 1, "pool": n_gpu}, rec.extra)
+    unexpected = report(rec, walls, {"serial": 1, "pool": n_gpu}, rec.extra, a.per_gpu)
     shutil.rmtree(work, ignore_errors=True)
     if a.export_cache:
         export_cache(out)

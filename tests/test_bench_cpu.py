@@ -162,3 +162,27 @@ def test_pool_gates_a_rejected_candidate_on_the_farm(tmp_path, cache_env):
         r = pool.submit(EvalJob(task=task, workdir=hack, config=cpu_cfg())).result(timeout=120)
         assert pool.stats == {"farm": 1, "slot": 0, "gated": 1}
     assert r.status.value == "rejected" and r.reward == -1
+
+
+def test_two_pool_slots_share_one_device_and_both_evaluate(tmp_path, cache_env):
+    """per_gpu: two slots on one device (the CPU lane's "cpu" lock key), evaluations in both at once,
+    each correct and timed; the timed sections take turns (eval.gpu_lock, tested there)."""
+    from cuda_agent.task import Task
+    from cuda_agent.task.workspace import init_workspace
+
+    task = Task.from_file(LANE / "task.py")
+    jobs = []
+    for i in range(3):
+        ws = init_workspace(task, tmp_path / f"ws{i}")
+        shutil.copytree(LANE / "kernels", ws / "kernels", dirs_exist_ok=True)
+        shutil.copy(LANE / "model_new.py", ws / "model_new.py")
+        with (ws / "model_new.py").open("a") as f:
+            f.write(f"# fresh {i}\n")  # no result-cache hit
+        jobs.append(EvalJob(task=task, workdir=ws, config=cpu_cfg()))
+    with LocalPool(1, device="cpu", compile_workers=1, per_gpu=2) as pool:
+        assert pool.n_slots == 2
+        results = [f.result(timeout=600) for f in [pool.submit(j) for j in jobs]]
+        assert pool.stats["slot"] == 3
+    assert all(r.status.value == "ok" and r.correct and r.time_ms for r in results), [r.message for r in results]
+    with pytest.raises(ValueError, match="per_gpu"):
+        LocalPool(1, device="cpu", per_gpu=0)

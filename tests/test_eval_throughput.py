@@ -44,6 +44,19 @@ def test_phase_split_adds_up_to_the_gpu_seconds_and_moves_child_start_up_out_of_
     assert keys["compile"] == 1.0 and keys["verify.call"] == 1.2  # the gated job's phases are not the GPU's
 
 
+def test_spread_compares_the_same_honest_candidate_across_modes():
+    def timed(mode, label, ms, expect="correct"):
+        return bench.Row(mode, label, expect, "ok", expect == "correct", 1, 1.0, {}, {}, 0.0, "", ms)
+
+    rows = [timed("serial", "a", 1.00), timed("serial", "a", 1.02), timed("pool", "a", 1.03),
+            timed("serial", "b", 2.0), timed("pool", "b", 2.1), timed("pool", "b", 2.3), timed("pool", "b", 2.2),
+            timed("pool", "only_pool", 5.0), timed("serial", "x", 1.0, "incorrect"), timed("pool", "x", 9.0, "incorrect")]
+    n, worst, median, label = bench.spread(rows)
+    assert n == 2 and label == "b"  # a candidate timed in one mode only, and broken ones, are left out
+    assert worst == pytest.approx(10.0) and median == pytest.approx((10.0 + 100 * 0.02 / 1.01) / 2)
+    assert bench.spread([timed("serial", "a", 1.0)]) is None
+
+
 def test_expected_outcomes():
     assert row(1, {}).as_expected
     assert not row(1, {}, status="incorrect", correct=False).as_expected

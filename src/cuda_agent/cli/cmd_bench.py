@@ -36,6 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--levels", help="KernelBench levels, e.g. 1,2 (default 1,2,3)")
     p.add_argument("--gpus", type=positive_int, default=None, help="GPU workers (default: one per visible GPU)")
     p.add_argument("--ray", action="store_true", help="run evaluations as Ray tasks (also when RAY_ADDRESS is set)")
+    p.add_argument("--per-gpu", type=positive_int, default=1, help="evaluations sharing each GPU (their timings take "
+                   "turns; default 1)")
     p.add_argument("--compile-workers", type=positive_int, default=None, help="CPU compile farm processes (default: half the CPUs, at most 8)")
     p.add_argument("--timed-calls", type=at_least(3), default=None, help="timed calls per round (default 50)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --model (env OPENAI_BASE_URL)")
@@ -82,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     agent = _agent_spec(args) if args.model else None
     ResultStore(args.output)  # a read-only -o or a damaged results.sqlite: one line now, before any work
     try:
-        pool = make_pool(ray=args.ray, slots=args.gpus, device=args.device, compile_workers=args.compile_workers)
+        pool = make_pool(ray=args.ray, slots=args.gpus, device=args.device, compile_workers=args.compile_workers,
+                         per_gpu=args.per_gpu)
     except (HarnessError, ValueError) as e:
         raise UsageError(str(e)) from None
     console = Console(width=None if sys.stdout.isatty() else 160)

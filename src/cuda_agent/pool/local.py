@@ -6,9 +6,10 @@ Contract:
 - `pool.submit(job)` returns a `concurrent.futures.Future[EvalResult]`. A
   candidate's failure is a result; the future raises only for a harness
   failure (a worker process died, a bug), and then only that job's future.
-- `LocalPool`: one worker process per device slot (per visible GPU, each
-  started with CUDA_VISIBLE_DEVICES set to its GPU, so one exclusive GPU per
-  evaluation) plus a CPU compile farm (workers with no GPU visible). A
+- `LocalPool`: one worker process per device slot (`per_gpu` slots per
+  visible GPU, default 1, each started with CUDA_VISIBLE_DEVICES set to its
+  GPU; slots sharing a GPU overlap their untimed work and take turns timing,
+  through eval.gpu_lock) plus a CPU compile farm (workers with no GPU visible). A
   workspace job for verify/profile is first built on the farm (phase
   "compile"); it reaches a GPU slot only after that, and its own build is then
   a build-cache hit, so GPUs never wait on nvcc. A candidate that fails there
@@ -107,7 +108,8 @@ def _executor(n: int, env: dict[str, str]) -> ProcessPoolExecutor:
 
 class LocalPool:
     def __init__(self, slots: int | None = None, *, device: str = "cuda", compile_workers: int | None = None,
-                 compile_ahead: bool = True, arch: str | None = None, call_workers: int | None = None):
+                 compile_ahead: bool = True, arch: str | None = None, call_workers: int | None = None,
+                 per_gpu: int = 1):
         gpus = visible_gpus() if device == "cuda" else []
         self._gpus = gpus
         self._call_workers = call_workers
@@ -116,12 +118,17 @@ class LocalPool:
         self._call_next = 0
         self._call_per = 1
         self._call_lock = threading.Lock()
+        if per_gpu < 1:
+            raise ValueError(f"per_gpu must be at least 1, got {per_gpu}")
         n = slots if slots is not None else max(1, len(gpus))
         if device == "cuda" and gpus and n > len(gpus):
             raise ValueError(f"{n} GPU workers asked for, {len(gpus)} GPU(s) visible")
         self.arch = arch or (gpu_arch() if device == "cuda" else None)
         self.compile_ahead = compile_ahead
-        self._envs = [{"CUDA_VISIBLE_DEVICES": gpus[i]} if gpus else {} for i in range(n)]
+        # per_gpu slots share each GPU: their untimed work overlaps, their timings take turns (gpu_lock)
+        self.per_gpu = per_gpu
+        self._envs = [{"CUDA_VISIBLE_DEVICES": gpus[i]} if gpus else {} for i in range(n) for _ in range(per_gpu)]
+        n = len(self._envs)
         self._slots = [_executor(1, e) for e in self._envs]
         n_farm = compile_workers if compile_workers is not None else max(1, min(8, (os.cpu_count() or 2) // 2))
         self._n_farm = n_farm
@@ -260,9 +267,10 @@ def _harness(err: BaseException) -> BaseException:
 
 
 def make_pool(*, ray: bool = False, slots: int | None = None, device: str = "cuda",
-              compile_workers: int | None = None, call_workers: int | None = None) -> Pool:
+              compile_workers: int | None = None, call_workers: int | None = None, per_gpu: int = 1) -> Pool:
     if ray or os.environ.get("RAY_ADDRESS"):
         from cuda_agent.pool.ray_pool import RayPool
 
         return RayPool()
-    return LocalPool(slots, device=device, compile_workers=compile_workers, call_workers=call_workers)
+    return LocalPool(slots, device=device, compile_workers=compile_workers, call_workers=call_workers,
+                     per_gpu=per_gpu)
