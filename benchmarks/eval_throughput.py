@@ -106,6 +106,7 @@ class Row:
     gpu_wait_s: float
     message: str
     time_ms: float | None = None  # the candidate's median time (the timing spread between modes)
+    gpu_held_s: float = 0.0  # seconds it held the GPU alone (timed sections)
     as_expected: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -196,7 +197,7 @@ def row_of(mode: str, c: Candidate, r: EvalResult | None, busy: float, err: str 
     if r is None:
         return Row(mode, c.label, expect, "harness_error", False, None, busy, {}, {}, 0.0, err[:300])
     return Row(mode, c.label, expect, r.status.value, r.correct, r.reward, busy, dict(r.phases_s), dict(r.cache),
-               r.gpu_wait_s, r.message[:300], r.time_ms)
+               r.gpu_wait_s, r.message[:300], r.time_ms, r.gpu_held_s)
 
 
 def precompute_baselines(kb: Path | None, limit_s: float) -> dict:
@@ -413,7 +414,10 @@ def report(rec: Recorder, walls: dict[str, float], gpus: dict[str, int], extra: 
         split, keys = phase_split(rows, gpu_s * k)
         for name, sec in split:
             print(f"  {name:42} {sec:9.1f} s {100 * sec / (gpu_s * k):6.1f} %  {sec / len(rows):7.2f} s/eval")
-        print(f"  of which waiting for the GPU's lock: {sum(r.gpu_wait_s for r in rows):.1f} s")
+        held = sum(r.gpu_held_s for r in rows) / len(rows)
+        print(f"  of which waiting for the GPU's lock: {sum(r.gpu_wait_s for r in rows):.1f} s; the GPU held alone "
+              f"(timed sections): {held:.2f} s per evaluation, a ceiling of {3600 / max(held, 1e-9):.0f} evaluations "
+              "per GPU-hour however many share it")
         print("  phases_s sums: " + ", ".join(f"{k} {v:.1f}" for k, v in keys.items()))
         rec.extra.setdefault("split", {})[mode] = {"gpu_seconds": gpu_s, "groups": dict(split), "phases_s": keys}
         hits = [r.cache.get("baselines") for r in rows if "baselines" in r.cache]

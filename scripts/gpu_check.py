@@ -344,6 +344,7 @@ def main() -> int:
             r = evaluate_workspace(ws, config=EvalConfig(reuse_results=False, **kw))
             if count:
                 overhead.setdefault(mode, []).append(time.monotonic() - t0)
+                overhead.setdefault(f"{mode}:held", []).append(r.gpu_held_s)  # the GPU held alone
                 print(f"overhead {mode} #{k}: {r.status.value} reward {r.reward} {overhead[mode][-1]:.2f} s "
                       f"phases {r.phases_s}", flush=True)
 
@@ -405,6 +406,10 @@ def main() -> int:
             ons, offs = statistics.median(overhead["on+spares"]), statistics.median(overhead["off+spares"])
             print(f"defences with spare children (issue 16's setting): {ons:.2f} s with, {offs:.2f} s without; "
                   f"they add {ons - offs:.2f} s ({100 * (ons - offs) / offs:+.0f} %; target <= +20 %)")
+            # what a GPU shared by evaluations (the pool's per_gpu slots) cannot overlap: the timed sections
+            hon, hoff = statistics.median(overhead["on+spares:held"]), statistics.median(overhead["off+spares:held"])
+            print(f"GPU held alone per evaluation (timed sections): {hon:.2f} s with the defences, {hoff:.2f} s "
+                  f"without ({100 * (hon - hoff) / max(hoff, 1e-9):+.0f} %)")
     failed = [x["name"] for x in rows if not x["ok"]]
     saved = json.loads((out / "gpu_check.json").read_text())["rows"] if rows else []
     print(f"results on disk: {len(saved)}/{len(rows)} rows in {out / 'gpu_check.json'}")

@@ -203,15 +203,27 @@ def test_a_timed_section_sets_its_own_threads_untimed_hold_aside(locks):
 def test_an_evaluations_untimed_work_waits_while_another_times(tmp_path, cache_env, locks):
     """A verify-only evaluation has no timed section: before the untimed hold it ran beside a timing."""
     ws = make_ws(tmp_path)
-    evaluate_workspace(ws, config=cpu_cfg(phase="verify"))  # builds the extension: the second run is quick
+    evaluate_workspace(ws, phase="verify", config=cpu_cfg())  # builds the extension: the second run is quick
     t = _taker("cpu", "exclusive", hold_s=4)
     try:
         assert _held(t)
         t0 = time.monotonic()
-        r = evaluate_workspace(ws, config=cpu_cfg(phase="verify", reuse_results=False))
+        r = evaluate_workspace(ws, phase="verify", config=cpu_cfg(reuse_results=False))
         waited = time.monotonic() - t0
     finally:
         t.kill()
         t.wait()
     assert r.status is Status.OK and r.correct, r.message
     assert r.gpu_wait_s >= 2.5 and waited >= 2.5, (r.gpu_wait_s, waited)
+
+
+@pytest.mark.slow
+def test_the_time_an_evaluation_holds_the_gpu_alone_is_recorded(tmp_path, cache_env, locks):
+    ws = make_ws(tmp_path)
+    v = evaluate_workspace(ws, phase="verify", config=cpu_cfg())
+    t0 = time.monotonic()
+    p = evaluate_workspace(ws, config=cpu_cfg(reuse_results=False))
+    wall = time.monotonic() - t0
+    assert v.correct and v.gpu_held_s == 0  # no timed section
+    assert p.status is Status.OK and 0 < p.gpu_held_s < wall, (p.gpu_held_s, wall)
+    assert p.gpu_held_s >= p.phases_s["timing"] * 0.9  # the timed calls run inside it

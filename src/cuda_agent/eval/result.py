@@ -139,6 +139,7 @@ class EvalResult:
     # baseline): its figures, and so the reward, may be off; bench and the agent's tools retry once
     unstable: bool = False
     gpu_wait_s: float = 0.0  # seconds waited for the GPU's lock: untimed work while another timed, timing while any ran
+    gpu_held_s: float = 0.0  # seconds it held the GPU alone (timed sections): the floor of a GPU shared by evaluations
     task_hash: str = ""
     candidate_hash: str = ""
     log: str = ""  # tail of compiler or child output, for the agent to read

@@ -52,8 +52,11 @@ def section(res: EvalResult, cfg: EvalConfig, gpu: GPU) -> Iterator[None]:
         if not held.exclusive:
             res.findings.append(Finding("gpu-lock-timeout", f"waited {held.waited_s:.0f} s for the GPU's timing lock and "
                                         "timed without it: another process may have timed at the same time", Severity.WARN))
-        t0 = time.time()
-        yield
+        t0, t_in = time.time(), time.monotonic()
+        try:
+            yield
+        finally:  # the GPU held alone: what sharing a GPU between evaluations cannot overlap
+            res.gpu_held_s = round(res.gpu_held_s + time.monotonic() - t_in, 3)
     if cfg.device == "cuda" and gpu.uuid:
         busy = gpu_lock.foreign_work(gpu.uuid, t0)
         if busy is not None and busy.startswith("unavailable"):
