@@ -351,7 +351,7 @@ GROUPS = (
     ("reference (its runs; start-up below)", ("reference",)),
     ("candidate (load, verify, shape probe)", ("load", "verify", "shape_probe")),
     ("timing (timed calls, trusted clock)", ("timing", "trusted_clock")),
-    ("baselines (cache misses)", ("baseline_eager", "baseline_compile")),
+    ("baselines (cache misses)", ("baseline_eager", "baseline_compile_build", "baseline_compile")),
     ("compare", ("compare",)),
 )
 

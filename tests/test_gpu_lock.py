@@ -227,3 +227,38 @@ def test_the_time_an_evaluation_holds_the_gpu_alone_is_recorded(tmp_path, cache_
     assert v.correct and v.gpu_held_s == 0  # no timed section
     assert p.status is Status.OK and 0 < p.gpu_held_s < wall, (p.gpu_held_s, wall)
     assert p.gpu_held_s >= p.phases_s["timing"] * 0.9  # the timed calls run inside it
+
+
+@pytest.mark.slow
+def test_torch_compiles_build_of_a_baseline_happens_before_the_gpu_is_held_alone(tmp_path, cache_env, locks,
+                                                                                   monkeypatch):
+    """A baseline-cache miss compiles the reference (CPU-bound, seconds) outside the timed section,
+    where evaluations sharing the GPU would otherwise wait for it; its timing stays inside."""
+    import contextlib
+
+    from cuda_agent.eval import timed
+
+    inside: list[bool] = [False]
+    seen: list[tuple[bool, object]] = []
+    section, build = timed.section, timed.build_compiled
+
+    @contextlib.contextmanager
+    def tracked(*a, **k):
+        with section(*a, **k):
+            inside[0] = True
+            try:
+                yield
+            finally:
+                inside[0] = False
+
+    def spy(*a, **k):
+        out = build(*a, **k)
+        seen.append((inside[0], out))
+        return out
+
+    monkeypatch.setattr(timed, "section", tracked)
+    monkeypatch.setattr(timed, "build_compiled", spy)
+    r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(compile_baseline=True))
+    assert r.status is Status.OK and r.compile_ms is not None, r.message
+    assert seen == [(False, True)]  # built once, with the GPU not held alone
+    assert r.phases_s["baseline_compile_build"] > 0 and "baseline_compile" in r.phases_s

@@ -1,6 +1,7 @@
 """`cuda-agent baselines SUITE`: time every task's eager and torch.compile baselines ahead of a run.
 
-Spread over the local pool's GPUs (one exclusive GPU per task) or Ray (`--ray`); stored in the
+Spread over the local pool's GPUs (`--per-gpu` tasks share each GPU: their torch.compile builds
+overlap, their timings take turns through eval.gpu_lock) or Ray (`--ray`); stored in the
 evaluator's own cache under the keys a later evaluation with the same settings looks up, so a
 bench or an RL run no longer pays 25-38 s per task on its critical path (issue 16). Resumable:
 a task already cached costs one lookup. Prints one line per task as it finishes and a summary.
@@ -19,6 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--levels", help="KernelBench levels, e.g. 1,2 (default 1,2,3)")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: the CPU lane (tests; times mean nothing)")
     p.add_argument("--ray", action="store_true", help="run the tasks as Ray tasks (also when RAY_ADDRESS is set)")
+    p.add_argument("--per-gpu", type=int, default=4, help="tasks at once per GPU (default 4): torch.compile's build "
+                   "runs beside the others', the timing alone")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks")
 
 
@@ -36,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = EvalConfig(device=args.device)
     failed = cached = 0
     with make_pool(ray=args.ray, device=args.device) as pool:
-        futs = {pool.submit_call(BaselinesJob(it.task, cfg, label=it.task_id)): it for it in items}
+        share = 1.0 / max(1, args.per_gpu)
+        futs = {pool.submit_call(BaselinesJob(it.task, cfg, label=it.task_id, gpu_fraction=share)): it for it in items}
         for i, fut in enumerate(as_completed(futs), 1):
             it = futs[fut]
             try:

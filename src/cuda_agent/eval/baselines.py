@@ -52,7 +52,8 @@ class BaselineRecord:
 
 @dataclass
 class BaselinesJob:
-    """One task's baselines as a pool call job (`pool.jobs.CallJob`): one exclusive GPU."""
+    """One task's baselines as a pool call job (`pool.jobs.CallJob`): `gpu_fraction` of a GPU (the
+    timing itself holds the GPU alone through the timed section's lock)."""
 
     task: Task
     config: EvalConfig
@@ -97,8 +98,9 @@ def precompute(task: Task, cfg: EvalConfig) -> BaselineRecord:
             ask(child, res, setup, cfg.load_timeout, "reference", P.SetupReply)
             run = ask(child, res, P.Run([secrets.randbits(62)], "probe", keep=True), cfg.correctness_timeout, "reference", P.RunReply)
             in_bytes = max(r.in_nbytes for r in run.outputs)
+            built = timed.build_compiled(cfg, res, child, req, cache)  # CPU-bound: not while holding the GPU alone
             with timed.section(res, cfg, gpu):
-                timed.baselines(cfg, res, child, req, cache)
+                timed.baselines(cfg, res, child, req, cache, built)
                 if cfg.trusted_clock:
                     rec.burst_eager_ms, rec.burst_compile_ms, rec.burst_loop_ms = timed.burst_baselines(
                         child, res, cfg, in_bytes, cache, timed.baseline_key(cfg, res, req))
