@@ -262,3 +262,13 @@ def test_torch_compiles_build_of_a_baseline_happens_before_the_gpu_is_held_alone
     assert r.status is Status.OK and r.compile_ms is not None, r.message
     assert seen == [(False, True)]  # built once, with the GPU not held alone
     assert r.phases_s["baseline_compile_build"] > 0 and "baseline_compile" in r.phases_s
+
+
+def test_baselines_cli_refuses_cuda_without_a_gpu(monkeypatch, capsys):
+    from cuda_agent.cli.main import main
+    from cuda_agent.pool import local
+
+    monkeypatch.setattr(local, "visible_gpus", lambda: [])
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert main(["baselines", "examples"]) == 2
+    assert "no CUDA GPU is visible" in capsys.readouterr().err

@@ -11,6 +11,10 @@ Exit 0 when every task has its baselines, 1 when some task failed, 2 for bad inp
 from __future__ import annotations
 
 import argparse
+import os
+
+from cuda_agent.cli.argtypes import positive_int
+from cuda_agent.cli.main import UsageError
 
 HELP = "time a suite's eager and torch.compile baselines ahead of a bench or RL run (cached, resumable)"
 
@@ -20,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--levels", help="KernelBench levels, e.g. 1,2 (default 1,2,3)")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: the CPU lane (tests; times mean nothing)")
     p.add_argument("--ray", action="store_true", help="run the tasks as Ray tasks (also when RAY_ADDRESS is set)")
-    p.add_argument("--per-gpu", type=int, default=4, help="tasks at once per GPU (default 4): torch.compile's build "
+    p.add_argument("--per-gpu", type=positive_int, default=4, help="tasks at once per GPU (default 4): torch.compile's build "
                    "runs beside the others', the timing alone")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks")
 
@@ -31,15 +35,18 @@ def run(args: argparse.Namespace) -> int:
     from cuda_agent.cli.cmd_tasks import parse_levels
     from cuda_agent.eval.baselines import BaselinesJob
     from cuda_agent.eval.config import EvalConfig
-    from cuda_agent.pool.local import make_pool
+    from cuda_agent.pool.local import make_pool, visible_gpus
     from cuda_agent.task.suites import load_suite
 
+    if args.device == "cuda" and not (args.ray or os.environ.get("RAY_ADDRESS")) and not visible_gpus():
+        raise UsageError("no CUDA GPU is visible here: baselines are GPU timings (--device cpu runs the CPU lane, "
+                         "whose times mean nothing)")
     suite = load_suite(args.suite, parse_levels(args.levels))
     items = suite.items[: args.limit] if args.limit > 0 else suite.items
     cfg = EvalConfig(device=args.device)
     failed = cached = 0
     with make_pool(ray=args.ray, device=args.device) as pool:
-        share = 1.0 / max(1, args.per_gpu)
+        share = 1.0 / args.per_gpu
         futs = {pool.submit_call(BaselinesJob(it.task, cfg, label=it.task_id, gpu_fraction=share)): it for it in items}
         for i, fut in enumerate(as_completed(futs), 1):
             it = futs[fut]
