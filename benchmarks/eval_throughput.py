@@ -415,9 +415,9 @@ def report(rec: Recorder, walls: dict[str, float], gpus: dict[str, int], extra: 
         for name, sec in split:
             print(f"  {name:42} {sec:9.1f} s {100 * sec / (gpu_s * k):6.1f} %  {sec / len(rows):7.2f} s/eval")
         held = sum(r.gpu_held_s for r in rows) / len(rows)
+        ceiling = f", a ceiling of {3600 / held:.0f} evaluations per GPU-hour however many share it" if held > 0 else ""
         print(f"  of which waiting for the GPU's lock: {sum(r.gpu_wait_s for r in rows):.1f} s; the GPU held alone "
-              f"(timed sections): {held:.2f} s per evaluation, a ceiling of {3600 / max(held, 1e-9):.0f} evaluations "
-              "per GPU-hour however many share it")
+              f"(timed sections): {held:.2f} s per evaluation{ceiling}")
         print("  phases_s sums: " + ", ".join(f"{k} {v:.1f}" for k, v in keys.items()))
         rec.extra.setdefault("split", {})[mode] = {"gpu_seconds": gpu_s, "groups": dict(split), "phases_s": keys}
         hits = [r.cache.get("baselines") for r in rows if "baselines" in r.cache]
