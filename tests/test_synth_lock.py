@@ -1,4 +1,5 @@
-"""The synth filter's per-GPU lock: a timing (exclusive) gets in while other jobs keep taking it shared.
+"""The synth filter's per-GPU lock (the evaluator's eval.gpu_lock): a timing (exclusive) gets in while
+other jobs keep taking it shared.
 
 On the H200, eight filter jobs per GPU took the shared lock in turns so that one was nearly always
 inside, and timings waited past their 60 s budget. Threads stand in for the jobs (flock locks belong
@@ -15,7 +16,7 @@ from cuda_agent.synth.check_child import State, gpu_lock
 
 def test_an_exclusive_taker_is_not_starved_by_shared_takers_in_turn(tmp_path):
     st = State()
-    st.lock_path = str(tmp_path / "synth-gpu0.lock")
+    st.lock_dir, st.lock_key = str(tmp_path), "GPU-0"
     stop = threading.Event()
 
     def reader(offset: float) -> None:
@@ -51,7 +52,7 @@ def test_an_exclusive_taker_is_not_starved_by_shared_takers_in_turn(tmp_path):
 
 def test_exclusive_excludes_shared(tmp_path):
     st = State()
-    st.lock_path = str(tmp_path / "synth-gpu0.lock")
+    st.lock_dir, st.lock_key = str(tmp_path), "GPU-0"
     events: list[str] = []
 
     def reader() -> None:
@@ -65,3 +66,23 @@ def test_exclusive_excludes_shared(tmp_path):
         events.append("w-end")
     t.join(2.0)
     assert events == ["w-end", "r"]
+
+
+def test_a_filter_timing_waits_for_an_evaluations_untimed_work_on_the_same_gpu(tmp_path):
+    from cuda_agent.eval import gpu_lock as eval_lock
+
+    st = State()
+    st.lock_dir, st.lock_key = str(tmp_path), "GPU-0"
+    got = threading.Event()
+
+    def timing() -> None:
+        with gpu_lock(st, True):
+            got.set()
+
+    with eval_lock.untimed("GPU-0", wait_s=2, directory=tmp_path) as u:
+        assert u.exclusive
+        t = threading.Thread(target=timing, daemon=True)
+        t.start()
+        assert not got.wait(0.3)  # an evaluation is running on the GPU: the filter's timing waits
+    assert got.wait(2.0)
+    t.join(2.0)

@@ -9,7 +9,8 @@ once; timing waits until it runs alone (issue 16: more evaluations per GPU-hour 
 timing next to anyone's work).
 
 Contract: `exclusive(key, wait_s)` is a context manager that holds an advisory `flock` on
-`<lock dir>/<key>.lock` (key: the GPU's UUID, or "cpu" on the CPU lane) exclusively and yields
+`<lock dir>/<key>.lock` (key: the GPU's UUID, or "cpu" on the CPU lane; `directory` overrides
+the lock dir) exclusively and yields
 the seconds it waited; `untimed(key, wait_s)` holds it shared, for an evaluation's GPU work that
 is not timed. Both pass a gate first (`<key>.lock.gate`), so a timing waits only for the shared
 holders already in, not for those that come after it. A thread's timed section sets aside its
@@ -54,8 +55,8 @@ class Held:
     exclusive: bool
 
 
-def _paths(key: str) -> tuple[Path, Path]:
-    base = lock_dir() / re.sub(r"[^A-Za-z0-9_.-]", "_", key)
+def _paths(key: str, directory: str | Path | None = None) -> tuple[Path, Path]:
+    base = (Path(directory) if directory is not None else lock_dir()) / re.sub(r"[^A-Za-z0-9_.-]", "_", key)
     return Path(f"{base}.lock"), Path(f"{base}.lock.gate")
 
 
@@ -70,11 +71,11 @@ def _take(fd: int, op: int, deadline: float) -> bool:
             time.sleep(0.005)
 
 
-def _through_gate(key: str, lock_fd: int, op: int, deadline: float) -> bool:
+def _through_gate(gate_path: Path, lock_fd: int, op: int, deadline: float) -> bool:
     """Take `op` on the lock after passing the gate. A taker holds the gate only while it waits
     for the lock, so shared takers that come after an exclusive waiter queue behind it (flock alone
     favours no one: with evaluations taking the shared lock in turns, a timing could wait forever)."""
-    gate = os.open(_paths(key)[1], os.O_RDWR | os.O_CREAT, 0o666)
+    gate = os.open(gate_path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         if not _take(gate, fcntl.LOCK_EX, deadline):
             return False
@@ -95,37 +96,38 @@ def _holds() -> dict[str, list[int]]:
 
 
 @contextlib.contextmanager
-def exclusive(key: str, wait_s: float = 600.0) -> Iterator[Held]:
+def exclusive(key: str, wait_s: float = 600.0, directory: str | Path | None = None) -> Iterator[Held]:
     """Hold the GPU alone: no other timed section and no untimed work (`untimed`) runs meanwhile.
     This thread's own `untimed` hold on `key` is set aside for the duration and taken back after."""
-    mine = _holds().get(key, [])
+    path, gate = _paths(key, directory)
+    mine = _holds().get(str(path), [])
     for fd in mine:
         fcntl.flock(fd, fcntl.LOCK_UN)
-    path = _paths(key)[0]
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     t0 = time.monotonic()
     held = Held(0.0, False)
     try:
-        held.exclusive = _through_gate(key, fd, fcntl.LOCK_EX, t0 + wait_s)
+        held.exclusive = _through_gate(gate, fd, fcntl.LOCK_EX, t0 + wait_s)
         held.waited_s = time.monotonic() - t0
         yield held
     finally:
         os.close(fd)  # releases the flock
         for fd in mine:  # back to shared; past the wait, without it (the timed part is what matters)
-            _through_gate(key, fd, fcntl.LOCK_SH, time.monotonic() + wait_s)
+            _through_gate(gate, fd, fcntl.LOCK_SH, time.monotonic() + wait_s)
 
 
 @contextlib.contextmanager
-def untimed(key: str, wait_s: float = 600.0) -> Iterator[Held]:
+def untimed(key: str, wait_s: float = 600.0, directory: str | Path | None = None) -> Iterator[Held]:
     """Hold the GPU shared for untimed work (correctness runs, compares): any number of holders at
     once, none while a timed section (`exclusive`) runs. Yields the seconds waited; past `wait_s`
     it yields without the lock (`Held.exclusive` is then False, and True when held)."""
-    fd = os.open(_paths(key)[0], os.O_RDWR | os.O_CREAT, 0o666)
+    path, gate = _paths(key, directory)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     t0 = time.monotonic()
     held = Held(0.0, False)
-    mine = _holds().setdefault(key, [])
+    mine = _holds().setdefault(str(path), [])
     try:
-        held.exclusive = _through_gate(key, fd, fcntl.LOCK_SH, t0 + wait_s)
+        held.exclusive = _through_gate(gate, fd, fcntl.LOCK_SH, t0 + wait_s)
         held.waited_s = time.monotonic() - t0
         mine.append(fd)
         yield held

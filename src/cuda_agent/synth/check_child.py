@@ -18,9 +18,10 @@ first). Commands:
   the host clock on the CPU.
 - `compile_check` {seeds, atol, rtol}: `torch.compile` (default mode), its
   outputs against eager on each seed with the task's tolerances.
-GPU sections take a per-device file lock (`lock_dir`): shared for runs, exclusive
-for timing, so filter jobs sharing one GPU never run while another times; a gate
-file in front of it lets a timing in ahead of shared takers that come later.
+GPU sections take the evaluator's per-GPU lock (`eval.gpu_lock` in `lock_dir`):
+shared for runs, exclusive for timing, so filter jobs (and evaluations using the
+same lock dir) never run on a GPU while another times there; its gate lets a
+timing in ahead of shared takers that come later.
 Imports only the standard library, torch and child-safe `cuda_agent.eval` modules.
 
 Runs in the evaluator's sandbox (`FilterSettings.sandbox`, default "auto"):
@@ -35,7 +36,6 @@ compile's first call (which builds the kernels) takes no lock.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import importlib.util
 import json
 import math
@@ -51,7 +51,9 @@ from typing import Any
 
 import torch
 
+from cuda_agent.eval import gpu_lock as eval_gpu_lock
 from cuda_agent.eval.compare import compare_outputs
+from cuda_agent.eval.gpu import detect as detect_gpu
 from cuda_agent.eval.negative_controls import run_controls
 from cuda_agent.eval.runtime_checks import OpLog
 from cuda_agent.eval.timing import make_clock
@@ -66,33 +68,28 @@ class State:
         self.model: Any = None
         self.compiled: Any = None
         self.device = torch.device("cpu")
-        self.lock_path = ""
+        self.lock_dir = ""  # "" = no lock (one job alone)
+        self.lock_key = "cpu"  # eval.gpu.GPU.key of the device: the GPU's UUID
         self.n = 0
         self.lock_wait = 0.0  # seconds spent waiting for the GPU lock in the current command
 
 
+# a job's request has its own time budget (the parent kills the child past it): no wait of our own
+LOCK_WAIT_S = 24 * 3600.0
+
+
 @contextmanager
 def gpu_lock(st: State, exclusive: bool):
-    if not st.lock_path:
+    """The evaluator's per-GPU lock (eval.gpu_lock: shared for runs, exclusive for timing, a gate so a
+    timing is not starved by runs taken in turns), so filter jobs and evaluations that share a lock
+    dir and a GPU exclude each other's timing too."""
+    if not st.lock_dir:
         yield
         return
-    # flock favours no one: with jobs taking the shared lock in turns there is nearly always a holder,
-    # and one that wants it exclusively (timing) can wait forever (seen on the H200: eight jobs per
-    # GPU, timings past their 60 s budget). A gate in front makes it a turnstile: every taker passes
-    # the gate, and one that wants the lock exclusively keeps the gate closed until it holds it, so
-    # shared takers that come after it queue behind it while those inside drain.
-    with open(st.lock_path + ".gate", "a") as g, open(st.lock_path, "a") as f:
-        t0 = time.perf_counter()
-        fcntl.flock(g, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(g, fcntl.LOCK_UN)
-            st.lock_wait += time.perf_counter() - t0
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    take = eval_gpu_lock.exclusive if exclusive else eval_gpu_lock.untimed
+    with take(st.lock_key, LOCK_WAIT_S, directory=st.lock_dir) as held:
+        st.lock_wait += held.waited_s
+        yield
 
 
 def seed_all(seed: int) -> None:
@@ -137,10 +134,9 @@ def cmd_load(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     st.device = torch.device(msg["device"]) if msg["device"] == "cpu" else torch.device("cuda", 0)
     if st.device.type == "cuda":
         torch.cuda.set_device(st.device)
-        uuid = str(getattr(torch.cuda.get_device_properties(st.device), "uuid", "gpu0"))
-    else:
-        uuid = "cpu"
-    st.lock_path = os.path.join(msg["lock_dir"], f"synth-{uuid}.lock") if msg.get("lock_dir") else ""
+        gpu = detect_gpu()
+        st.lock_key = gpu.key if gpu is not None else "index-0"
+    st.lock_dir = msg.get("lock_dir") or ""
     st.n += 1
     path = Path(msg["workdir"]) / f"task_{st.n}.py"
     path.write_text(msg["source"])

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import os
 import secrets
 import shutil
 import tempfile
@@ -42,6 +41,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.eval import gpu_lock
 from cuda_agent.eval.warm import SpareSlot
 from cuda_agent.synth.records import Verdict
 from cuda_agent.synth.reshape import scale_batch
@@ -59,7 +59,8 @@ class FilterSettings:
     time_budget_s: float = 1.0
     compile: bool = True
     gpu_fraction: float = 0.125  # filter jobs per GPU: 8 share one (compiles are CPU-bound)
-    lock_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "cuda-agent-synth-locks"))
+    # the evaluator's lock dir by default: filter jobs and evaluations on one GPU take turns timing
+    lock_dir: str = field(default_factory=lambda: str(gpu_lock.lock_dir()))
     # the evaluator's sandbox around the child that runs the candidate's code ("auto" or "off"):
     # composed code comes from an LLM, so it gets the candidate's treatment (see check_child)
     sandbox: str = "auto"
