@@ -15,8 +15,9 @@
 #   J: the synthesis filter on 200 candidates (issue 14) ~10 min; J2: the RL smoke (issue 15) ~4 min
 #   S: the single-file split build on the GPU: diag_matmul's example and single-file rows, then the
 #      edit benchmark (issue 13 part 3)                                               ~8 min
-#   K: issue 16's throughput: the mix's baselines, then serial vs pool (carry .kb, made here by
-#      benchmarks/kb_mix_carry.py; two calls: K1 then K2)                  ~10 min each
+#   K: issue 16's throughput: the mix's baselines (4 tasks per GPU), then serial vs the pool at 3
+#      evaluations per GPU (carry .kb, made here by benchmarks/kb_mix_carry.py; K2 alone may do:
+#      K1 only precomputes)                                                 ~10 min each
 # pytest -m gpu needs the openai wheels and J's RL smoke TRL's: make .whl with scripts/device-wheels.sh
 # (registry access needed) and carry it.
 set -uo pipefail
