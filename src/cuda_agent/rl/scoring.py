@@ -70,7 +70,13 @@ def _make_pool() -> Pool:
         return RayPool(gpu_resource=os.environ.get("CUDA_AGENT_EVAL_RESOURCE", "eval_gpu"))
     from cuda_agent.pool.local import LocalPool
 
-    return LocalPool()
+    # evaluations sharing each GPU (their timings take turns; eval.gpu_lock): 1 until measured otherwise
+    raw = os.environ.get("CUDA_AGENT_EVALS_PER_GPU", "1")
+    try:
+        per_gpu = int(raw)
+    except ValueError:
+        raise ValueError(f"CUDA_AGENT_EVALS_PER_GPU must be a whole number, got {raw!r}") from None
+    return LocalPool(per_gpu=per_gpu)
 
 
 def pool_evaluator(pool: Pool, task: Task, config: EvalConfig | None = None) -> Evaluator:
