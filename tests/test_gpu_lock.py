@@ -272,3 +272,17 @@ def test_baselines_cli_refuses_cuda_without_a_gpu(monkeypatch, capsys):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert main(["baselines", "examples"]) == 2
     assert "no CUDA GPU is visible" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_an_evaluation_that_cannot_get_the_gpu_goes_on_and_says_so(tmp_path, cache_env, locks):
+    ws = make_ws(tmp_path)
+    t = _taker("cpu", "exclusive", hold_s=120)
+    try:
+        assert _held(t)
+        r = evaluate_workspace(ws, phase="verify", config=cpu_cfg(gpu_lock_wait_s=0.5))
+    finally:
+        t.kill()
+        t.wait()
+    assert r.correct and r.gpu_wait_s >= 0.5, r.message
+    assert any(f.rule == "gpu-lock-timeout" and "ran without it" in f.message for f in r.findings), r.findings

@@ -160,6 +160,9 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
             # A build inside the evaluation holds it too; the pool builds on its farm first.
             held = stack.enter_context(gpu_lock.untimed(gpu.key, cfg.gpu_lock_wait_s))
             res.gpu_wait_s = round(res.gpu_wait_s + held.waited_s, 3)
+            if not held.exclusive:  # (for a shared hold: not held)
+                res.findings.append(Finding("gpu-lock-timeout", f"waited {held.waited_s:.0f} s for the GPU's lock and "
+                                            "ran without it: another process's timing may be off", Severity.WARN))
             # Both children start before the build (or were started as the spare at the end of
             # this process's last evaluation): their torch import and CUDA start-up overlap it.
             pair = warm.pair_for(cfg, cand.task.precision)
