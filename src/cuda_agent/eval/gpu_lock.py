@@ -10,21 +10,22 @@ timing next to anyone's work).
 
 Contract: `exclusive(key, wait_s)` is a context manager that holds an advisory `flock` on
 `<lock dir>/<key>.lock` (key: the GPU's UUID, or "cpu" on the CPU lane; `directory` overrides
-the lock dir) exclusively and yields
-the seconds it waited; `untimed(key, wait_s)` holds it shared, for an evaluation's GPU work that
-is not timed. Both pass a gate first (`<key>.lock.gate`), so a timing waits only for the shared
-holders already in, not for those that come after it. A thread's timed section sets aside its
-own shared hold on the same key and takes it back after. The kernel drops a flock when its descriptor closes, so a crash or a kill of the
-holder never leaves the lock held. The lock dir is `CUDA_AGENT_LOCK_DIR`, else
+the lock dir) exclusively and yields the seconds it waited; `untimed(key, wait_s)` holds it
+shared, for an evaluation's GPU work that is not timed. Both pass a gate first
+(`<key>.lock.gate`), so a timing waits only for the shared holders already in, not for those
+that come after it. A thread's timed section sets aside its own shared hold on the same key and
+takes it back after. The kernel drops a flock when its descriptor closes, so a crash or a kill
+of the holder never leaves the lock held. The lock dir is `CUDA_AGENT_LOCK_DIR`, else
 `/tmp/cuda-agent-locks` (world-writable with the sticky bit, so evaluations of every user of
-the machine see the same file). Past `wait_s` it yields without the lock and says so
-(`Held.exclusive` False): a stuck holder must not stall every evaluation.
+the machine see the same file). Past `wait_s` either yields without the lock and says so
+(`Held.exclusive` False, for a shared hold too): a stuck holder must not stall every evaluation.
 `foreign_work(uuid, since_s, ours)` names GPU processes that are not evaluation processes and
 used the GPU since `since_s` (NVML through pynvml, where installed), so a timing taken next to
 outside work can carry a warning.
 
 Not guaranteed: exclusion from processes that do not take the lock (another program's jobs,
-an older cuda-agent), hence `foreign_work`; fairness between waiters (flock has none).
+an older cuda-agent, a spare child's CUDA start-up), hence `foreign_work`; fairness between
+waiters of one kind (flock has none; the gate only puts a timing ahead of later shared takers).
 """
 
 from __future__ import annotations
