@@ -130,6 +130,13 @@ def main() -> int:
     for d in reshaped:
         for k, v in (d.get("stage_s") or {}).items():
             spent.setdefault(k, []).append(float(v))
+    warm: dict[str, list[float]] = {}
+    for d in reshaped:
+        for k, v in (d.get("warm_s") or {}).items():
+            warm.setdefault(k, []).append(float(v))
+    if warm:  # what a child spends starting (a spare's, off the critical path unless a job waits for it)
+        print("child start-up, median seconds: " + ", ".join(f"{k} {sorted(v)[len(v) // 2]:.1f}"
+                                                           for k, v in warm.items()))
     waits = spent.pop("lock_wait", [])
     if spent:
         tot = sum(sum(v) for v in spent.values()) or 1.0

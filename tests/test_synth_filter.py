@@ -214,6 +214,7 @@ def test_the_next_job_gets_a_spare_child_that_has_run_nothing(tmp_path, cache_en
         assert second.passed, second.verdicts
         assert len(started) == 3 and device_job._slot.item is started[2] and not started[1].alive()
         assert {"start", "runs", "deterministic", "timing"} <= set(second.stage_s), second.stage_s
+        assert second.warm_s.get("process", 0) > 0, second.warm_s  # the child's start-up, as it saw it
         no_spare = TaskCheckJob("c3", code, dataclasses.replace(cfg, spare_child=False)).run()
         assert no_spare.passed and len(started) == 3  # took the spare, started none
         assert device_job._slot.item is None and not started[2].alive()

@@ -217,20 +217,44 @@ def warm_up(compile_too: bool) -> None:
     `compile_too`, dynamo/inductor/Triton's first compile (imports, Triton's launcher build in this
     child's private cache; about 6 s of a 10 s compile stage on the H200). Runs no task code; a
     failure here is left to the job's own first use, which reports it."""
+    t = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal t
+        WARM_S[name] = round(time.perf_counter() - t, 3)
+        t = time.perf_counter()
+
     try:
         x = torch.randn(8, 8, device="cuda")
+        lap("cuda")
         torch.nn.functional.conv2d(x.view(1, 1, 8, 8), torch.ones(1, 1, 3, 3, device="cuda"))
         (x @ x).sum().item()
+        lap("cudnn_cublas")
         if compile_too:
             torch.compile(lambda t: torch.nn.functional.gelu(t) * 2 + t.sum(-1, keepdim=True))(x)
             torch.cuda.synchronize()
             torch.compiler.reset()  # no compiled state from the warm-up survives into the job
+            lap("compile")
     except Exception as e:  # noqa: BLE001
         print(f"warm-up: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
 
+# seconds of this child's start-up, by part ("process": interpreter start to main, torch's import
+# included), reported by `ready` so a filter run shows what its spare children spend
+WARM_S: dict[str, float] = {}
+
+
+def _since_process_start() -> float | None:
+    try:
+        stat = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return round(uptime - int(stat[19]) / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def cmd_ready(st: State, msg: dict[str, Any]) -> dict[str, Any]:
-    return {}
+    return {"warm_s": WARM_S}
 
 
 HANDLERS = {"ready": cmd_ready, "load": cmd_load, "checks": cmd_checks, "time": cmd_time, "compile_check": cmd_compile_check}
@@ -244,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm-cuda", action="store_true")
     ap.add_argument("--warm-compile", action="store_true")
     a = ap.parse_args(argv)
+    if (started := _since_process_start()) is not None:
+        WARM_S["process"] = started
     st = State()
     if a.warm_cuda and torch.cuda.is_available():
         warm_up(a.warm_compile)

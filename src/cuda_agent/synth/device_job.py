@@ -89,6 +89,7 @@ class DeviceReport:
     # seconds this job waited on each stage's replies ("start": on the child's start-up, 0 when a spare
     # child was ready): where a candidate's wall goes, lock waits included
     stage_s: dict[str, float] = field(default_factory=dict)
+    warm_s: dict[str, float] = field(default_factory=dict)  # the child's start-up by part (check_child.WARM_S)
 
     @property
     def passed(self) -> bool:
@@ -215,7 +216,8 @@ class TaskCheckJob:
 
     def _stages(self, child: Any, tmp: Path, report: DeviceReport) -> None:
         self._spent = report.stage_s
-        self._ask(child, "runs", {"cmd": "ready"}, self.settings.load_timeout, book="start")  # start-up, if not done
+        ready = self._ask(child, "runs", {"cmd": "ready"}, self.settings.load_timeout, book="start")  # start-up, if not done
+        report.warm_s = dict(ready.get("warm_s") or {})
         s = self.settings
         loaded = self._load(child, tmp, report.code, "runs")
         report.verdicts.append(Verdict(self.cid, "runs", True, data={"out_shapes": loaded["out_shapes"]}))
