@@ -32,6 +32,15 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
+def _per_key(reports: list[dict], field: str) -> dict[str, list[float]]:
+    """The values of each key of the reports' `field` dicts, gathered across the reports."""
+    out: dict[str, list[float]] = {}
+    for d in reports:
+        for k, v in (d.get(field) or {}).items():
+            out.setdefault(k, []).append(float(v))
+    return out
+
+
 def _cpu_times() -> tuple[int, int] | None:
     """(busy, total) jiffies of all CPUs from /proc/stat, or None where there is none."""
     try:
@@ -126,14 +135,7 @@ def main() -> int:
     n_resh = sum(1 for d in reshaped if d.get("reshapes"))
     print(f"re-shaped: {n_resh} of {len(reshaped)}; harness errors: {len(summary.harness_errors)}")
     # where a job's wall time went (lock waits included), summed over the finished candidates
-    spent: dict[str, list[float]] = {}
-    for d in reshaped:
-        for k, v in (d.get("stage_s") or {}).items():
-            spent.setdefault(k, []).append(float(v))
-    warm: dict[str, list[float]] = {}
-    for d in reshaped:
-        for k, v in (d.get("warm_s") or {}).items():
-            warm.setdefault(k, []).append(float(v))
+    spent, warm = _per_key(reshaped, "stage_s"), _per_key(reshaped, "warm_s")
     if warm:  # what a child spends starting (a spare's, off the critical path unless a job waits for it)
         print("child start-up, median seconds: " + ", ".join(f"{k} {sorted(v)[len(v) // 2]:.1f}"
                                                            for k, v in warm.items()))

@@ -257,19 +257,27 @@ def build_compiled(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, ca
     """Before the timed section, on a baseline-cache miss: torch.compile's build of the reference
     (and one call), so the seconds of CPU-bound compilation are not spent holding the GPU alone
     (where evaluations sharing the GPU wait for them). Returns whether it built (None: nothing to
-    build: cached, or no compile baseline); a failure is left to `baselines`, which records it."""
+    build: cached, or no compile baseline); a failure is recorded here, with its reason."""
     if not cfg.compile_baseline or (cache is not None and cache.get(baseline_key(cfg, res, req)) is not None):
         return None
     t0 = time.monotonic()
     reply = ref.request(P.Warm("compiled", secrets.randbits(62)), cfg.baseline_timeout)
     res.phases_s["baseline_compile_build"] = round(time.monotonic() - t0, 3)
-    return isinstance(reply, P.WarmReply)
+    if isinstance(reply, P.WarmReply):
+        return True
+    _compile_failed(res, failure(reply) or "no reply")
+    return False
+
+
+def _compile_failed(res: EvalResult, why: str) -> None:
+    res.findings.append(Finding("compile-baseline-failed", f"torch.compile of the reference failed ({why}); eager stands in",
+                                Severity.WARN))
 
 
 def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: KVCache | None,
               built: bool | None = None) -> None:
     """Time eager and torch.compile (inside the timed section). `built` False: the build before the
-    section failed, so the compile baseline is not tried again here (eager stands in)."""
+    section failed (`build_compiled` recorded why), so it is not tried again here (eager stands in)."""
     key = baseline_key(cfg, res, req)
     hit = cache.get(key) if cache is not None else None
     if hit is not None:
@@ -280,10 +288,7 @@ def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: 
     res.cache["baselines"] = False
     base = P.Time(req.seeds, req.n_warmup, req.n_timed, req.max_cv, req.max_rounds, fresh_seed=req.fresh_seed)
     res.eager_timing = TimingStats.from_dict(ask(ref, res, base, cfg.baseline_timeout, "baseline_eager", P.TimeReply).stats)
-    if cfg.compile_baseline and built is False:
-        res.findings.append(Finding("compile-baseline-failed", "torch.compile of the reference failed to build; eager "
-                                    "stands in", Severity.WARN))
-    elif cfg.compile_baseline:
+    if cfg.compile_baseline and built is not False:
         t0 = time.monotonic()
         reply = ref.request(dataclasses.replace(base, compiled=True), cfg.baseline_timeout)
         # booked by hand (request, not exchange.recv): torch.compile's own compile is most of a cold baseline
@@ -291,7 +296,7 @@ def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: 
         if isinstance(reply, P.TimeReply):
             res.compile_timing = TimingStats.from_dict(reply.stats)
         elif (why := failure(reply)) is not None:
-            res.findings.append(Finding("compile-baseline-failed", f"torch.compile of the reference failed ({why}); eager stands in", Severity.WARN))
+            _compile_failed(res, why)
     if cache is not None and (res.compile_timing is not None or not cfg.compile_baseline):  # a failed compile may be transient
         # an eager-only run (compile_baseline off) has no compile timing: stored as None, read back as None
         cache.put(key, {"eager": res.eager_timing.__dict__,
