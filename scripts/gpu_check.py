@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from cuda_agent.eval import pipeline, static_gate  # noqa: E402
+from cuda_agent.eval import gpu_lock, pipeline, static_gate  # noqa: E402
 from cuda_agent.eval.api import evaluate_single_file, evaluate_workspace  # noqa: E402
 from cuda_agent.eval.config import EvalConfig  # noqa: E402
 from cuda_agent.eval.result import EvalResult  # noqa: E402
@@ -157,7 +157,8 @@ def redteam_case(case: Path, dest: Path) -> EvalResult:
     """Evaluate one red-team folder (workspace form or single-file solution.py) on its task."""
     expect = json.loads((case / "EXPECT.json").read_text())
     task_path = REDTEAM / "tasks" / f"{expect['task']}.py"
-    cfg = EvalConfig(reuse_results=False, correctness_timeout=60, load_timeout=120, sanitize=expect.get("lane") == "sanitize")
+    cfg = EvalConfig(reuse_results=False, correctness_timeout=60, load_timeout=120, sanitize=expect.get("lane") == "sanitize",
+                     **expect.get("config", {}))
     if expect.get("solution_from"):  # a hijack: an honest solution under the test-only switch
         case = REDTEAM / expect["solution_from"]
     if (case / "solution.py").is_file():
@@ -176,7 +177,7 @@ def _hack_worker(case: str, dest: str) -> tuple[dict, float, str]:
     if switch:  # the harness in the candidate process acts as a rewritten one (eval/child.py)
         victim.write_bytes(b"precious")
         planted.unlink(missing_ok=True)
-        os.environ["CUDA_AGENT_TEST_HIJACK"] = switch.format(victim=victim, planted=planted)
+        os.environ["CUDA_AGENT_TEST_HIJACK"] = switch.format(victim=victim, planted=planted, lockdir=gpu_lock.lock_dir())
     t0 = time.monotonic()
     try:
         r = redteam_case(Path(case), Path(dest)).to_dict()
@@ -184,7 +185,8 @@ def _hack_worker(case: str, dest: str) -> tuple[dict, float, str]:
         os.environ.pop("CUDA_AGENT_TEST_HIJACK", None)
     note = ""
     if switch:
-        lost = [w for w, bad in (("victim deleted", not victim.exists()), ("file planted", planted.exists())) if bad]
+        lost = [w for w, bad in (("victim deleted", not victim.exists()), ("file planted", planted.exists()),
+                                 ("GPU lock held", any(f["rule"] == "gpu-lock-timeout" for f in r["findings"]))) if bad]
         note = "BREACH: " + ", ".join(lost) if lost else "contained"
         if expect.get("status") and r["status"] != expect["status"]:
             note += f"; status {r['status']}, expected {expect['status']}"
@@ -305,8 +307,10 @@ def main() -> int:
                     print(f"[FAIL] hacks/{case.name}: harness raised {type(e).__name__}: {e}", flush=True)
                     count("hacks rejected", False)
                     continue
-                ok = (r.reward == -1 or r.status.value == "rejected") and not note.startswith("BREACH") and "expected" not in note
-                record(f"hack/{case.name}", r, "reward -1", ok, wall, note)
+                contained = json.loads((case / "EXPECT.json").read_text()).get("contained")
+                caught = r.reward == -1 or r.status.value == "rejected" or bool(contained)  # contained: harmless, not rejected
+                ok = caught and not note.startswith("BREACH") and "expected" not in note
+                record(f"hack/{case.name}", r, "contained" if contained else "reward -1", ok, wall, note)
                 count("hacks rejected", ok)
 
     if not a.skip_examples:

@@ -9,6 +9,8 @@ and the honest candidate still scores."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -305,6 +307,46 @@ def test_a_remount_from_the_candidate_process_fails(tmp_path, cache_env, hijack)
     assert r.status is Status.RUNTIME_ERROR and r.reward == -1 and "remount of / refused" in r.message, r.message
     assert not planted.exists()
     assert r.defences["sandbox"] == "on"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(probe("cpu")[0] != (), reason="the full sandbox is not available here")
+def test_a_candidate_cannot_hold_the_gpu_lock(tmp_path, cache_env, hijack, monkeypatch):
+    """A harness rewritten to flock the evaluator's lock files shared and keep them makes every
+    timed section wait out `gpu_lock_wait_s` without the sandbox; inside it the folder is empty."""
+    locks = tmp_path / "locks"
+    monkeypatch.setenv("CUDA_AGENT_LOCK_DIR", str(locks))
+    hijack(f"lock_hold={locks}")
+    cfg = dict(reuse_results=False, gpu_lock_wait_s=1.5)
+    bare = evaluate_workspace(make_ws(tmp_path, name="bare"), config=cpu_cfg(sandbox="off", **cfg))
+    assert any(f.rule == "gpu-lock-timeout" for f in bare.findings), [f.rule for f in bare.findings]  # the hijack bites
+    boxed = evaluate_workspace(make_ws(tmp_path, name="boxed"), config=cpu_cfg(**cfg))
+    assert boxed.defences["sandbox"] == "on", boxed.defences
+    assert boxed.status is Status.OK and boxed.correct, (boxed.message, boxed.log[-1500:])
+    assert not any(f.rule == "gpu-lock-timeout" for f in boxed.findings), [(f.rule, f.message) for f in boxed.findings]
+
+
+def test_the_sandbox_hides_the_lock_folder(tmp_path, monkeypatch):
+    """What a sandboxed process sees at the lock folder: nothing, and it cannot write there; a
+    caller that lists the folder as writable (the synth check child) sees it."""
+    if probe("cpu")[0] != ():
+        pytest.skip("the full sandbox is not available here")
+    from cuda_agent.sandbox import Sandbox
+
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    (locks / "gpu.lock").write_text("")
+    monkeypatch.setenv("CUDA_AGENT_LOCK_DIR", str(locks))
+    rw = tmp_path / "rw"
+    rw.mkdir()
+    code = (f"import os,sys\nprint(sorted(os.listdir({str(locks)!r})))\n"
+            f"try:\n open({str(locks / 'x.lock')!r}, 'w')\nexcept OSError as e:\n print('refused', e.errno)\n")
+    box = Sandbox(1 << 30, 4096)
+    hidden = subprocess.run(box.wrap([sys.executable, "-c", code], writable=[rw]), capture_output=True, text=True)
+    assert hidden.returncode == 0, hidden.stderr
+    assert hidden.stdout.split("\n")[:2] == ["[]", "refused 30"], hidden.stdout  # EROFS
+    shown = subprocess.run(box.wrap([sys.executable, "-c", code], writable=[rw, locks]), capture_output=True, text=True)
+    assert shown.stdout.startswith("['gpu.lock']"), (shown.stdout, shown.stderr)
 
 
 def test_hijack_switch_only_reaches_children_when_set(monkeypatch):

@@ -143,7 +143,32 @@ def cmd_setup(st: State, req: P.Setup) -> dict[str, Any]:
             reply["gpu"] = hj["spoof_gpu"]
         if hj.get("remount"):
             _hijack_remount(hj["remount"])
+        if hj.get("lock_hold"):
+            _hijack_lock_hold(hj["lock_hold"])
     return reply
+
+
+_HELD: list[int] = []  # the lock_hold hijack's descriptors: open until this process dies
+
+
+def _hijack_lock_hold(lock_dir: str) -> None:
+    """A rewritten harness holding the evaluator's GPU locks shared for as long as it lives, so
+    its parent's timing (and every other evaluation's on the GPU) waits. Silent, as a real one
+    would be: the defence is that the sandbox shows it an empty folder there."""
+    import fcntl
+
+    try:
+        names = os.listdir(lock_dir)
+    except OSError:
+        return
+    for name in names:
+        if name.endswith(".lock"):
+            try:
+                fd = os.open(os.path.join(lock_dir, name), os.O_RDONLY)
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                _HELD.append(fd)
+            except OSError:
+                continue
 
 
 def _hijack_remount(target: str) -> None:

@@ -17,7 +17,8 @@ that come after it. A thread's timed section sets aside its own shared hold on t
 takes it back after. The kernel drops a flock when its descriptor closes, so a crash or a kill
 of the holder never leaves the lock held. The lock dir is `CUDA_AGENT_LOCK_DIR`, else
 `/tmp/cuda-agent-locks` (world-writable with the sticky bit, so evaluations of every user of
-the machine see the same file). Past `wait_s` either yields without the lock and says so
+the machine see the same file); the sandbox puts an empty read-only folder in its place for every
+candidate process, so candidate code cannot take or hold these locks. Past `wait_s` either yields without the lock and says so
 (`Held.exclusive` False, for a shared hold too): a stuck holder must not stall every evaluation.
 `foreign_work(uuid, since_s, ours)` names GPU processes that are not evaluation processes and
 used the GPU since `since_s` (NVML through pynvml, where installed), so a timing taken next to
@@ -40,14 +41,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_agent.sandbox.env import shared_lock_dir
+
 
 def lock_dir() -> Path:
-    d = Path(os.environ.get("CUDA_AGENT_LOCK_DIR") or "/tmp/cuda-agent-locks")
-    if not d.is_dir():
-        d.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):
-            d.chmod(0o1777)
-    return d
+    return shared_lock_dir()  # the sandbox hides this folder from every candidate process
 
 
 @dataclass

@@ -42,6 +42,7 @@ from typing import Any, Generic, TypeVar
 
 from cuda_agent.eval.procs import Child, scrubbed_env
 from cuda_agent.sandbox import Sandbox, profile_for
+from cuda_agent.sandbox.env import shared_lock_dir
 from cuda_agent.task.workspace import cache_root
 
 T = TypeVar("T")
@@ -101,7 +102,7 @@ def scratch_dir() -> tempfile.TemporaryDirectory[str]:
 def spec(cfg: Any, precision: str) -> tuple[Any, ...]:
     """Everything a pair's processes were started with: a spare serves only an equal spec."""
     return (cfg.device, precision, cfg.sandbox, cfg.sandbox_max_file_bytes, cfg.sandbox_max_procs,
-            bool(cfg.runtime_guards),
+            bool(cfg.runtime_guards), str(shared_lock_dir()),  # the folder its sandbox hides
             tuple(sorted((k, v) for k, v in child_env(precision).items() if k not in _PER_CHILD)))
 
 

@@ -8,8 +8,9 @@ knows (`num_gpus`). Evaluation GPUs are started as a custom resource instead
 training for a placement. Ray then bounds how many evaluations run on a node but
 does not say which GPU each may use; this module picks one.
 
-Contract: `lease_gpu()` holds an exclusive lock file per GPU id under the
-system temp dir (`fcntl.flock`, released when the holder exits or dies) and sets
+Contract: `lease_gpu()` holds an exclusive lock file per GPU id in the
+evaluator's lock folder (`sandbox.env.shared_lock_dir`, which no candidate process
+sees; `fcntl.flock`, released when the holder exits or dies) and sets
 CUDA_VISIBLE_DEVICES to the leased id for the evaluator's children; it waits
 while all are taken. GPU ids come from CUDA_AGENT_EVAL_GPUS (comma list), else
 every GPU `nvidia-smi -L` lists. `run_leased(job, compiled)` is `jobs.run_gated`
@@ -22,14 +23,13 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from cuda_agent.eval.result import EvalResult
 from cuda_agent.pool.jobs import EvalJob, HarnessError, run_gated
+from cuda_agent.sandbox.env import shared_lock_dir
 
 
 def eval_gpu_ids() -> list[str]:
@@ -48,7 +48,7 @@ def lease_gpu(ids: list[str] | None = None, poll_s: float = 0.2) -> Iterator[str
     ids = ids if ids is not None else eval_gpu_ids()
     if not ids:
         raise HarnessError("no evaluation GPU on this node (set CUDA_AGENT_EVAL_GPUS)")
-    lock_dir = Path(tempfile.gettempdir())
+    lock_dir = shared_lock_dir()
     while True:
         for gid in ids:
             f = open(lock_dir / f"cuda-agent-eval-gpu-{gid}.lock", "a")  # noqa: SIM115 - held for the lease

@@ -15,7 +15,9 @@ it runs as `prlimit --fsize --nproc --core=0 -- unshare --user --map-root-user -
   RLIMIT_NPROC bounds a fork bomb for non-root users (the kernel does not enforce it for uid 0,
   where the pid-namespace kill is the only bound);
 - files: every mount is read-only except the writable DIRs (`fs_lock`), the PINs inside them
-  are read-only again, and the command runs in a nested user namespace where the kernel has
+  are read-only again, the evaluator's lock folder (`env.shared_lock_dir`) is an empty read-only
+  tmpfs unless a caller lists it as writable (a candidate that could flock the per-GPU lock could
+  hold it and stall every timing on the GPU: tests/redteam/hacks/hijack_lock_hold), and the command runs in a nested user namespace where the kernel has
   locked those flags: a remount, an unmount of a pin or a new mount over them fails even though
   the command is root there. RLIMIT_FSIZE bounds every file the tree writes; core dumps are off;
 - environment: callers pass `scrubbed_env(...)` (an allow-list: no API keys, no seeds).
@@ -44,6 +46,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
 from pathlib import Path
+
+from cuda_agent.sandbox.env import shared_lock_dir
 
 LAYERS = ("nest", "fs_lock", "net", "pid")  # what a profile may drop, weakest loss first
 FS_LOCK = Path(__file__).with_name("fs_lock.py")
@@ -79,7 +83,8 @@ class Sandbox:
     def wrap(self, argv: list[str], writable: Sequence[str | os.PathLike[str]] = (), loopback: bool = False,
              readonly: Sequence[str | os.PathLike[str]] = (), cwd: str | os.PathLike[str] | None = None) -> list[str]:
         """`loopback`: bring up the new network namespace's own `lo` (reaches nothing outside it);
-        `readonly`: paths inside `writable` pinned read-only; `cwd`: the command's working dir."""
+        `readonly`: paths inside `writable` pinned read-only; `cwd`: the command's working dir.
+        The evaluator's lock folder is hidden unless it is one of `writable`."""
         prlimit, unshare = shutil.which("prlimit"), shutil.which("unshare")
         if not prlimit or not unshare:
             raise RuntimeError("prlimit/unshare disappeared after the sandbox probe")
@@ -101,6 +106,9 @@ class Sandbox:
                 lock += ["--rw", os.fspath(d)]
             for p in readonly:
                 lock += ["--ro", os.fspath(p)]
+            hidden = os.path.realpath(shared_lock_dir())  # made now if missing: one made later would show
+            if not any(os.path.realpath(d) == hidden for d in writable):
+                lock += ["--hide", hidden]
             lock += ["--cwd", os.fspath(cwd)] if cwd is not None else []
             lock.append("--")
         return [prlimit, f"--fsize={self.max_file_bytes}", f"--nproc={nproc}", "--core=0", "--",

@@ -6,16 +6,35 @@ tokens, evaluator seeds and anything else not named never reach candidate code o
 shell. `kill_group(proc)` SIGKILLs the process group a `Popen(start_new_session=True)` leads
 and reaps the leader; with the sandbox's pid namespace that ends every process of the tree.
 
+`shared_lock_dir()` is the machine-wide folder of the evaluator's lock files (the per-GPU timing
+lock, the pool's GPU leases): every sandboxed process gets an empty, read-only folder in its place
+(`box`), because a candidate that could flock those files could stall every timing on its GPU.
+
 Not guaranteed: variables a caller adds through `extra` are the caller's responsibility.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+LOCK_DIR_ENV = "CUDA_AGENT_LOCK_DIR"
+
+
+def shared_lock_dir() -> Path:
+    """`CUDA_AGENT_LOCK_DIR`, else /tmp/cuda-agent-locks; made world-writable with the sticky bit
+    (every user's evaluations on the machine must see the same files) when this call creates it."""
+    d = Path(os.environ.get(LOCK_DIR_ENV) or "/tmp/cuda-agent-locks")
+    if not d.is_dir():
+        d.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            d.chmod(0o1777)
+    return d
 
 ENV_ALLOW = (
     "PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER",

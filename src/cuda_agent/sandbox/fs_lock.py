@@ -1,11 +1,13 @@
 """Make the file system read-only except a few directories, lock that, then exec a command.
 
 Contract: `python -I fs_lock.py [--no-lock] [--no-nest] [--loopback-up] [--rw DIR]... [--ro PATH]...
-[--cwd DIR] -- ARGV...` must run inside a fresh mount namespace of a user namespace (the
+[--hide DIR]... [--cwd DIR] -- ARGV...` must run inside a fresh mount namespace of a user namespace (the
 sandbox's `unshare --user --map-root-user --mount`). In order:
 1. `--loopback-up`: bring up the network namespace's own `lo` (compute-sanitizer talks to its
    target over TCP; nothing outside the namespace is reachable through it).
-2. Lock: bind-mount every DIR onto itself, mark every mount of the tree read-only with one
+2. Hide: an empty tmpfs over every `--hide DIR` that exists and holds no writable DIR (the
+   evaluator's lock files: a process that could open them could flock them and stall every
+   timing on its GPU). Lock: bind-mount every DIR onto itself, mark every mount of the tree read-only with one
    recursive `mount_setattr(2)` (Linux >= 5.12), clear read-only again on the DIRs and on the
    top mounts of the pseudo file systems /dev, /proc and /sys (not below them: /dev/shm, where
    evaluations exchange tensors, stays read-only). Then every `--ro PATH` (inside a DIR: the
@@ -13,8 +15,8 @@ sandbox's `unshare --user --map-root-user --mount`). In order:
 3. Nest: enter a new user namespace and a new mount namespace below this one (`unshare(2)`,
    mapping root to root). Mounts inherited from a more privileged namespace are locked by the
    kernel (MNT_LOCK_READONLY and friends): ARGV, root in its own namespace, can no longer
-   clear the read-only flags (`mount -o remount,rw` fails with EPERM), unmount a pin to reveal
-   what lies beneath it, or do anything else to a mount it did not make itself.
+   clear the read-only flags (`mount -o remount,rw` fails with EPERM), unmount a pin or a hiding
+   tmpfs to reveal what lies beneath it, or do anything else to a mount it did not make itself.
 4. chdir to `--cwd` and exec ARGV.
 The changes live only in the private mount namespaces (unshare makes propagation private), so
 the caller's view is untouched.
@@ -77,9 +79,23 @@ def _bind(libc: ctypes.CDLL, path: str) -> None:
         _fail(f"bind {path}")
 
 
-def lock(writable: list[str], readonly: list[str] = ()) -> None:  # type: ignore[assignment]
+def _inside(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def hide(libc: ctypes.CDLL, hidden: list[str], writable: list[str]) -> None:
+    """An empty tmpfs over each hidden dir; one that holds a writable dir stays (hiding it would
+    hide what the command must write). Made read-only and locked with the rest by `lock`/`nest`."""
+    for d in (os.path.realpath(h) for h in hidden):
+        if os.path.isdir(d) and not any(_inside(w, d) for w in writable):
+            if libc.mount(b"tmpfs", d.encode(), b"tmpfs", 0, b"size=4k,mode=0555") != 0:
+                _fail(f"hide {d}")
+
+
+def lock(writable: list[str], readonly: list[str] = (), hidden: list[str] = ()) -> None:  # type: ignore[assignment]
     libc = _libc()
     dirs = [os.path.realpath(d) for d in writable]
+    hide(libc, list(hidden), dirs)
     for d in KEEP_LOCKED:  # make it its own mount first, so that unlocking /dev leaves it read-only
         if os.path.isdir(d) and not os.path.ismount(d):
             _bind(libc, d)
@@ -131,7 +147,7 @@ def _values(opts: list[str], flag: str) -> list[str]:
 
 def main(argv: list[str]) -> int:
     if "--" not in argv:
-        print("usage: fs_lock.py [--no-lock] [--no-nest] [--loopback-up] [--rw DIR]... [--ro PATH]... [--cwd DIR] -- ARGV...",
+        print("usage: fs_lock.py [--no-lock] [--no-nest] [--loopback-up] [--rw DIR]... [--ro PATH]... [--hide DIR]... [--cwd DIR] -- ARGV...",
               file=sys.stderr)
         return 2
     cut = argv.index("--")
@@ -143,7 +159,7 @@ def main(argv: list[str]) -> int:
         if "--loopback-up" in opts:
             loopback_up()  # before nesting: only the namespace that owns the network may configure it
         if "--no-lock" not in opts:
-            lock(_values(opts, "--rw"), _values(opts, "--ro"))
+            lock(_values(opts, "--rw"), _values(opts, "--ro"), _values(opts, "--hide"))
             if "--no-nest" not in opts:
                 nest()
         for d in _values(opts, "--cwd")[-1:]:
