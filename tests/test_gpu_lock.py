@@ -286,3 +286,49 @@ def test_an_evaluation_that_cannot_get_the_gpu_goes_on_and_says_so(tmp_path, cac
         t.wait()
     assert r.correct and r.gpu_wait_s >= 0.5, r.message
     assert any(f.rule == "gpu-lock-timeout" and "ran without it" in f.message for f in r.findings), r.findings
+
+
+def test_a_share_holds_the_gpu_only_while_work_is_in_flight(locks):
+    """`Share`: held from the first outstanding request to the last reply, free between them;
+    inside this thread's own timed section it takes nothing (and so cannot deadlock on it)."""
+    share = gpu_lock.Share("GPU-r", wait_s=2)
+    share.enter()
+    share.enter()  # the reference and the candidate both working
+    timer = _taker("GPU-r", "exclusive", hold_s=0, wait_s=0.3)
+    assert not _held(timer)  # a timing waits for work in flight
+    timer.wait()
+    share.leave()
+    timer = _taker("GPU-r", "exclusive", hold_s=0, wait_s=0.3)
+    assert not _held(timer)  # one request still out
+    timer.wait()
+    share.leave()
+    timer = _taker("GPU-r", "exclusive", hold_s=0, wait_s=2)
+    assert _held(timer)  # nothing in flight: the GPU is free for someone's timing
+    timer.wait()
+    with gpu_lock.exclusive("GPU-r", wait_s=2) as e:
+        assert e.exclusive
+        t0 = time.monotonic()
+        share.enter()  # a timed call sent inside the section
+        share.leave()
+        assert time.monotonic() - t0 < 0.5 and share.waited_s < 0.5
+    assert share.missed == 0
+
+
+@pytest.mark.slow
+def test_an_evaluation_lets_the_gpu_go_between_its_childrens_requests(tmp_path, cache_env, locks, monkeypatch):
+    """Before issue 16's second step an evaluation held the GPU shared from its children's start to
+    their end, so a timing waited for whole evaluations (their staging, file checks and builds
+    included). Now the hold comes and goes with the requests: several takes, none left at the end."""
+    takes: list[float] = []
+    real = gpu_lock.untimed
+
+    def counting(*a, **kw):
+        takes.append(time.monotonic())
+        return real(*a, **kw)
+
+    monkeypatch.setattr(gpu_lock, "untimed", counting)
+    r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(reuse_results=False))
+    assert r.status is Status.OK and r.correct, r.message
+    assert len(takes) >= 3, takes  # load, checks and compares in separate holds
+    with gpu_lock.exclusive("cpu", wait_s=1) as e:
+        assert e.exclusive  # nothing left held

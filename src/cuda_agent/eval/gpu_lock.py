@@ -20,6 +20,8 @@ of the holder never leaves the lock held. The lock dir is `CUDA_AGENT_LOCK_DIR`,
 the machine see the same file); the sandbox puts an empty read-only folder in its place for every
 candidate process, so candidate code cannot take or hold these locks. Past `wait_s` either yields without the lock and says so
 (`Held.exclusive` False, for a shared hold too): a stuck holder must not stall every evaluation.
+`Share` is how an evaluation takes `untimed`: only while one of its children has a request in
+flight, so a timing waits for GPU work under way, not for other evaluations' CPU-side steps.
 `foreign_work(uuid, since_s, ours)` names GPU processes that are not evaluation processes and
 used the GPU since `since_s` (NVML through pynvml, where installed), so a timing taken next to
 outside work can carry a warning.
@@ -94,6 +96,13 @@ def _holds() -> dict[str, list[int]]:
     return _own.fds
 
 
+def _timing() -> set[str]:
+    """Lock paths this thread holds exclusively now (its children's requests then take nothing)."""
+    if not hasattr(_own, "excl"):
+        _own.excl = set()
+    return _own.excl
+
+
 @contextlib.contextmanager
 def exclusive(key: str, wait_s: float = 600.0, directory: str | Path | None = None) -> Iterator[Held]:
     """Hold the GPU alone: no other timed section and no untimed work (`untimed`) runs meanwhile.
@@ -105,11 +114,13 @@ def exclusive(key: str, wait_s: float = 600.0, directory: str | Path | None = No
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     t0 = time.monotonic()
     held = Held(0.0, False)
+    _timing().add(str(path))
     try:
         held.exclusive = _through_gate(gate, fd, fcntl.LOCK_EX, t0 + wait_s)
         held.waited_s = time.monotonic() - t0
         yield held
     finally:
+        _timing().discard(str(path))
         os.close(fd)  # releases the flock
         for fd in mine:  # back to shared; past the wait, without it (the timed part is what matters)
             _through_gate(gate, fd, fcntl.LOCK_SH, time.monotonic() + wait_s)
@@ -134,6 +145,43 @@ def untimed(key: str, wait_s: float = 600.0, directory: str | Path | None = None
         if fd in mine:
             mine.remove(fd)
         os.close(fd)
+
+
+class Share:
+    """One evaluation's shared hold, taken only while one of its children works: `enter()` when a
+    request goes out, `leave()` when its reply (or the child's failure) comes back; the hold is
+    taken on the first outstanding request and let go after the last. Between requests (the
+    parent's build, staging, file checks, waiting for nvcc) the GPU is free for another's timing,
+    so a timing waits for work in flight, not for whole evaluations. Requests sent inside this
+    thread's own timed section take nothing (the section holds the GPU already). `waited_s` sums
+    the waits; `missed` counts takes that gave up after `wait_s`. One evaluation, one thread."""
+
+    def __init__(self, key: str, wait_s: float = 600.0, directory: str | Path | None = None):
+        self.key, self.wait_s, self.directory = key, wait_s, directory
+        self.depth = 0
+        self.waited_s = 0.0
+        self.missed = 0
+        self._cm: contextlib.AbstractContextManager[Held] | None = None
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self._cm is None and str(_paths(self.key, self.directory)[0]) not in _timing():
+            cm = untimed(self.key, self.wait_s, self.directory)
+            held = cm.__enter__()
+            self._cm = cm
+            self.waited_s += held.waited_s
+            self.missed += not held.exclusive
+
+    def leave(self) -> None:
+        self.depth = max(0, self.depth - 1)
+        if self.depth == 0:
+            self.close()
+
+    def close(self) -> None:
+        self.depth = 0
+        cm, self._cm = self._cm, None
+        if cm is not None:
+            cm.__exit__(None, None, None)
 
 
 def _is_evaluation(pid: int) -> bool:

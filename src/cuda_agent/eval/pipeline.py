@@ -155,18 +155,17 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
     with ExitStack() as stack:
         pair: warm.Pair | None = None
         if gpu is not None and not (cfg.phase == "compile" and cand.kind == "workspace"):
-            # The GPU shared with other evaluations' untimed work, never with a timing (gpu_lock): held
-            # before the children exist and let go after they are closed (entered first, left last).
-            # A build inside the evaluation holds it too; the pool builds on its farm first.
-            held = stack.enter_context(gpu_lock.untimed(gpu.key, cfg.gpu_lock_wait_s))
-            res.gpu_wait_s = round(res.gpu_wait_s + held.waited_s, 3)
-            if not held.exclusive:  # (for a shared hold: not held)
-                res.findings.append(Finding("gpu-lock-timeout", f"waited {held.waited_s:.0f} s for the GPU's lock and "
-                                            "ran without it: another process's timing may be off", Severity.WARN))
+            # The GPU shared with other evaluations' untimed work, never with a timing (gpu_lock):
+            # held while a child has a request in flight (its set-up, runs, compares), not while
+            # this parent builds, stages or checks files; closed after the children (entered first).
+            share = gpu_lock.Share(gpu.key, cfg.gpu_lock_wait_s)
+            stack.callback(_book_share, share, res)
+            stack.callback(share.close)
             # Both children start before the build (or were started as the spare at the end of
             # this process's last evaluation): their torch import and CUDA start-up overlap it.
             pair = warm.pair_for(cfg, cand.task.precision)
             stack.callback(pair.close)
+            pair.ref.share = pair.cnd.share = share
             if cfg.spare_children:
                 # the next evaluation's pair starts now, not when this one ends: back-to-back
                 # evaluations (an agent that edits at once) otherwise wait ~1 s for CUDA start-up
@@ -187,6 +186,13 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
             raise Stop(res)
         assert pair is not None
         _check_and_time(cand, cfg, tmp, res, pair, built, cache, seeds, gpu)
+
+
+def _book_share(share: gpu_lock.Share, res: EvalResult) -> None:
+    res.gpu_wait_s = round(res.gpu_wait_s + share.waited_s, 3)
+    if share.missed:
+        res.findings.append(Finding("gpu-lock-timeout", f"waited {share.wait_s:.0f} s for the GPU's lock {share.missed} "
+                                    "time(s) and ran without it: another process's timing may be off", Severity.WARN))
 
 
 @dataclass
@@ -289,7 +295,7 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     _verify(cfg, io, res, task, ref, cnd, seeds.correctness, max_bytes)
     res.correct = True
     if cfg.sanitize:
-        _sanitize(cand, cfg, tmp, res, dataclasses.replace(setup, guard=False), seeds.correctness[0])
+        _sanitize(cand, cfg, tmp, res, dataclasses.replace(setup, guard=False), seeds.correctness[0], pair.cnd.share)
     grow = P.Run([secrets.randbits(62)], "grow", out_dir=str(io), grow_seed=secrets.randbits(62))
     probe = cfg.shape_probe and _probe_fits(cfg, io, res, ref_bytes)
     if cfg.phase == "verify":
@@ -443,7 +449,8 @@ def _shape_probe(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, cand_
                      f"(are the shapes hardcoded?): {chk.message}"[:600])
 
 
-def _sanitize(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setup: P.Setup, seed: int) -> None:
+def _sanitize(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setup: P.Setup, seed: int,
+              share: gpu_lock.Share | None = None) -> None:
     """The opt-in compute-sanitizer lane (module `sanitize`): a fresh candidate child per check,
     under the tool and inside the same sandbox, loads the candidate and runs one input set."""
     tool = sanitize_mod.find_tool()
@@ -458,6 +465,9 @@ def _sanitize(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setu
     with ExitStack() as stack:
         logs = log_dir(stack)
         for check in sanitize_mod.CHECKS:
+            if share is not None:  # the lane's process uses the GPU from its start to its end
+                share.enter()
+                stack.callback(share.leave)
             done.append(_sanitize_one(cand, cfg, tmp, res, setup, seed, tool, box, env, logs, check))
     res.defences["sanitize"] = ", ".join(done)
 

@@ -119,6 +119,9 @@ class Child:
         self._rfd, self._wfd = c2p_r, p2c_w
         self._buf = b""
         self.dead = False
+        # the evaluation's `gpu_lock.Share`: entered per request sent, left per reply or failure
+        self.share: Any = None
+        self._outstanding = 0
 
     def log_tail(self) -> str:
         try:
@@ -145,11 +148,21 @@ class Child:
         if self.dead:
             return ChildFailure("died", f"{self.role} process is no longer usable")
         wire = req if isinstance(req, dict) else P.to_wire(req)
+        if self.share is not None:  # the GPU shared with others' untimed work while the child works
+            self.share.enter()
+            self._outstanding += 1
         try:
             os.write(self._wfd, (json.dumps(wire) + "\n").encode())
         except (BrokenPipeError, OSError):
             return self._fail("died", f"{self.role} process exited before '{wire.get('cmd')}'")
         return None
+
+    def _settle(self, n: int) -> None:
+        """`n` requests (at most all outstanding) are answered or will never be: their holds go."""
+        n = min(n, self._outstanding)
+        self._outstanding -= n
+        for _ in range(n if self.share is not None else 0):
+            self.share.leave()
 
     def receive(self, timeout: float, cmd: str) -> P.Reply | ChildFailure:
         """The next reply, in the order the commands were sent, typed and validated for `cmd`."""
@@ -162,6 +175,12 @@ class Child:
             return self._fail("protocol", f"{self.role} sent a malformed reply: {e}"[:600])
 
     def _receive_raw(self, timeout: float, cmd: str) -> dict[str, Any] | ChildFailure:
+        try:
+            return self._next_line(timeout, cmd)
+        finally:
+            self._settle(1)
+
+    def _next_line(self, timeout: float, cmd: str) -> dict[str, Any] | ChildFailure:
         if self.dead:
             return ChildFailure("died", f"{self.role} process is no longer usable")
         deadline = time.monotonic() + timeout
@@ -207,6 +226,7 @@ class Child:
     def kill(self) -> None:
         self.dead = True
         kill_group(self.proc)
+        self._settle(self._outstanding)  # no reply will come
 
     def alive(self) -> bool:
         """Usable: not given up on here, and the process still runs."""
