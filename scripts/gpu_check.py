@@ -337,6 +337,7 @@ def main() -> int:
                time.monotonic() - t0, "imported" if imported else "no imported-layout note")
 
     overhead: dict[str, list[float]] = {}
+    parts: dict[str, list[dict[str, float]]] = {}  # each counted evaluation's phases_s, per mode
     if a.overhead > 0:  # issue 3: the wall time the defences add to one evaluation (build cached, baselines cached)
         good = ROOT / "examples" / "diag_matmul"
         off = dict(runtime_guards=False, fresh_timing_inputs=False, side_stream_guard=False, sandbox="off",
@@ -349,6 +350,7 @@ def main() -> int:
             if count:
                 overhead.setdefault(mode, []).append(time.monotonic() - t0)
                 overhead.setdefault(f"{mode}:held", []).append(r.gpu_held_s)  # the GPU held alone
+                parts.setdefault(mode, []).append(r.phases_s)
                 print(f"overhead {mode} #{k}: {r.status.value} reward {r.reward} {overhead[mode][-1]:.2f} s "
                       f"phases {r.phases_s}", flush=True)
 
@@ -365,7 +367,7 @@ def main() -> int:
             for k in range(a.overhead + 1):
                 one(mode, k, count=k > 0, spare_children=True, **kw)
             warm.discard()
-        (out / "overhead.json").write_text(json.dumps(overhead, indent=1))
+        (out / "overhead.json").write_text(json.dumps({**overhead, "phases": parts}, indent=1))
 
     pytest_rc = None
     if not a.skip_pytest:
@@ -414,6 +416,13 @@ def main() -> int:
             hon, hoff = statistics.median(overhead["on+spares:held"]), statistics.median(overhead["off+spares:held"])
             print(f"GPU held alone per evaluation (timed sections): {hon:.2f} s with the defences, {hoff:.2f} s "
                   f"without ({100 * (hon - hoff) / max(hoff, 1e-9):+.0f} %)")
+            # where the difference is: the phases of the timed sections and the checks around them
+            keys = sorted({k for m in ("on+spares", "off+spares") for p in parts.get(m, []) for k in p})
+            med = {m: {k: statistics.median(p.get(k, 0.0) for p in parts.get(m, [{}])) for k in keys}
+                   for m in ("on+spares", "off+spares")}
+            diff = sorted(keys, key=lambda k: med["off+spares"][k] - med["on+spares"][k])
+            print("phases, median s with / without the defences (largest differences first): " + ", ".join(
+                f"{k} {med['on+spares'][k]:.3f}/{med['off+spares'][k]:.3f}" for k in diff[:12]))
     failed = [x["name"] for x in rows if not x["ok"]]
     saved = json.loads((out / "gpu_check.json").read_text())["rows"] if rows else []
     print(f"results on disk: {len(saved)}/{len(rows)} rows in {out / 'gpu_check.json'}")

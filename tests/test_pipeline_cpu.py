@@ -45,6 +45,7 @@ def test_good_candidate_is_correct_and_timed(tmp_path, cache_env):
     assert len(r.checks) == 5 + EvalConfig().n_checked_timed + 1 and all(c.passed for c in r.checks)  # +1: shape probe
     assert r.checks[-1].label == "shape-probe" and r.defences["shape_probe"] == "passed"
     assert {"verify.call", "verify.save", "compare.load", "compare.compare"} <= r.phases_s.keys()  # the children's split
+    assert {"timing.inputs", "timing.calls", "timing.guard", "timing.save"} <= r.phases_s.keys()  # the held-alone part's
     assert r.time_ms and r.time_ms > 0 and r.eager_ms and r.eager_ms > 0
     assert r.timing is not None and 10 <= r.timing.n <= 1000
     assert all(c.rel_l2_err is not None and c.rel_l2_err < 1e-6 for c in r.checks)

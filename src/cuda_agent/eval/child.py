@@ -290,12 +290,14 @@ def _hijack_stats(stats: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_time(st: State, req: P.Time) -> dict[str, Any]:
+    t_in = time.perf_counter()
     input_sets = [make_inputs(st, s) for s in req.seeds]
     fn = compiled_or_model(st, "compiled" if req.compiled else "model")
     base = req.fresh_seed
     fresh = (lambda g: make_inputs(st, derive_seed(base, g))) if base is not None else None
     kept: dict[int, Any] = {}
     before = thread_ids() if st.guard else set()
+    t0 = time.perf_counter()
     stats, last = time_calls(
         fn, input_sets, clock="cuda" if st.device.type == "cuda" else "host", n_warmup=req.n_warmup, n_timed=req.n_timed,
         max_cv=req.max_cv, max_rounds=req.max_rounds, before_call=lambda: poison(st),
@@ -303,6 +305,9 @@ def cmd_time(st: State, req: P.Time) -> dict[str, Any]:
         sync_before_end=req.sync_before_end,
     )
     reply: dict[str, Any] = {"stats": _hijack_stats(stats) if st.role == "candidate" else stats, "outputs": []}
+    # where the request's seconds went (the whole request holds the GPU alone in the parent)
+    t1 = time.perf_counter()
+    split = reply["t"] = {"inputs": t0 - t_in, "calls": t1 - t0}
     if st.guard:
         st.threads += new_threads(before)
         # one untimed call on a fresh timing input, under the op log
@@ -311,6 +316,8 @@ def cmd_time(st: State, req: P.Time) -> dict[str, Any]:
         _guarded_call(st, fn, extra)
         if not hijack().get("drop_guard"):
             reply["guard"] = st.guard_report()
+    t2 = time.perf_counter()
+    split["guard"] = t2 - t1
     if req.out_dir:
         if fresh is not None:
             for g, out in sorted(kept.items()):
@@ -320,6 +327,7 @@ def cmd_time(st: State, req: P.Time) -> dict[str, Any]:
             for i, (out, inputs) in enumerate(zip(last, input_sets, strict=True)):
                 meta = _save(st, flatten(out), inputs, P.timed_path(req.out_dir, i))
                 reply["outputs"].append({"meta": meta, "call": i})
+    split["save"] = time.perf_counter() - t2
     return reply
 
 

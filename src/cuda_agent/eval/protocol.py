@@ -336,6 +336,7 @@ class TimeReply:
     stats: dict[str, Any]
     outputs: list[OutputRecord]
     guard: GuardReport | None = None
+    t: dict[str, float] = field(default_factory=dict)  # the child's split (calls, guard, save): a report only
 
 
 @dataclass(frozen=True)
@@ -412,9 +413,10 @@ def parse_reply(cmd: str, obj: Any) -> Reply:
         outs = [_output(r, f"{where}.outputs[{i}]", False) for i, r in enumerate(_list(o["outputs"], where + ".outputs", 1000))]
         return RunReply(outs, _guard(o["guard"], where + ".guard") if "guard" in o else None, _split(o["t"], where + ".t"))
     if cmd == "time":
-        o = _keys(body, where, {"stats", "outputs"}, {"guard"})
+        o = _keys(body, where, {"stats", "outputs"}, {"guard", "t"})
         outs = [_output(r, f"{where}.outputs[{i}]", True) for i, r in enumerate(_list(o["outputs"], where + ".outputs", 1000))]
-        return TimeReply(_stats(o["stats"], where + ".stats"), outs, _guard(o["guard"], where + ".guard") if "guard" in o else None)
+        return TimeReply(_stats(o["stats"], where + ".stats"), outs, _guard(o["guard"], where + ".guard") if "guard" in o else None,
+                         _split(o.get("t", {}), where + ".t"))
     if cmd == "burst":
         o = _keys(body, where, {"digests"})
         return BurstReply(_digest_rows(o["digests"], where + ".digests"))
