@@ -36,8 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--levels", help="KernelBench levels, e.g. 1,2 (default 1,2,3)")
     p.add_argument("--gpus", type=positive_int, default=None, help="GPU workers (default: one per visible GPU)")
     p.add_argument("--ray", action="store_true", help="run evaluations as Ray tasks (also when RAY_ADDRESS is set)")
-    p.add_argument("--per-gpu", type=positive_int, default=1, help="evaluations sharing each GPU (their timings take "
-                   "turns; default 1)")
+    p.add_argument("--per-gpu", type=positive_int, default=None, help="evaluations sharing each GPU (their timings take "
+                   "turns; default 3 on a GPU, 1 on the CPU lane)")
     p.add_argument("--compile-workers", type=positive_int, default=None, help="CPU compile farm processes (default: half the CPUs, at most 8)")
     p.add_argument("--timed-calls", type=at_least(3), default=None, help="timed calls per round (default 50)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --model (env OPENAI_BASE_URL)")
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from cuda_agent.bench.runner import run_bench
     from cuda_agent.bench.store import ResultStore
     from cuda_agent.eval.config import EvalConfig
-    from cuda_agent.pool.local import HarnessError, make_pool, visible_gpus
+    from cuda_agent.pool.local import DEFAULT_PER_GPU, HarnessError, make_pool, visible_gpus
     from cuda_agent.task.suites import load_suite
 
     suite = load_suite(args.suite, parse_levels(args.levels))
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     ResultStore(args.output)  # a read-only -o or a damaged results.sqlite: one line now, before any work
     try:
         pool = make_pool(ray=args.ray, slots=args.gpus, device=args.device, compile_workers=args.compile_workers,
-                         per_gpu=args.per_gpu)
+                         per_gpu=args.per_gpu or (DEFAULT_PER_GPU if args.device == "cuda" else 1))
     except (HarnessError, ValueError) as e:
         raise UsageError(str(e)) from None
     console = Console(width=None if sys.stdout.isatty() else 160)

@@ -70,13 +70,19 @@ def _make_pool() -> Pool:
         return RayPool(gpu_resource=os.environ.get("CUDA_AGENT_EVAL_RESOURCE", "eval_gpu"))
     from cuda_agent.pool.local import LocalPool
 
-    # evaluations sharing each GPU (their timings take turns; eval.gpu_lock): 1 until measured otherwise
-    raw = os.environ.get("CUDA_AGENT_EVALS_PER_GPU", "1")
+    return LocalPool(per_gpu=evals_per_gpu())
+
+
+def evals_per_gpu() -> int:
+    """Evaluations sharing each GPU (their timings take turns; eval.gpu_lock): CUDA_AGENT_EVALS_PER_GPU,
+    else `pool.local.DEFAULT_PER_GPU` where a GPU is visible and 1 on a CPU-only machine."""
+    from cuda_agent.pool.local import DEFAULT_PER_GPU, visible_gpus
+
+    raw = os.environ.get("CUDA_AGENT_EVALS_PER_GPU") or str(DEFAULT_PER_GPU if visible_gpus() else 1)
     try:
-        per_gpu = int(raw)
+        return int(raw)
     except ValueError:
         raise ValueError(f"CUDA_AGENT_EVALS_PER_GPU must be a whole number, got {raw!r}") from None
-    return LocalPool(per_gpu=per_gpu)
 
 
 def pool_evaluator(pool: Pool, task: Task, config: EvalConfig | None = None) -> Evaluator:
