@@ -352,7 +352,7 @@ GROUPS = (
     ("candidate (load, verify, shape probe)", ("load", "verify", "shape_probe")),
     ("timing (timed calls, trusted clock)", ("timing", "trusted_clock")),
     ("baselines (cache misses)", ("baseline_eager", "baseline_compile_build", "baseline_compile")),
-    ("compare", ("compare",)),
+    ("compare (outputs; burst digests)", ("compare", "burst_check")),
 )
 
 

@@ -18,6 +18,9 @@
 #   K: issue 16's throughput: the mix's baselines (4 tasks per GPU), then serial vs the pool at 3
 #      evaluations per GPU (carry .kb, made here by benchmarks/kb_mix_carry.py; K2 alone may do:
 #      K1 only precomputes)                                                 ~10 min each
+#   L: the defences' cost with the Time request's split (inputs, calls, guard, save) and the phases
+#      with and without them, then K2 with a 400 s deadline (carry .kb and .bench-cache/eval.sqlite
+#      from an earlier K2's $OUT so the baselines are cached)                    ~9.5 min
 # pytest -m gpu needs the openai wheels and J's RL smoke TRL's: make .whl with scripts/device-wheels.sh
 # (registry access needed) and carry it.
 set -uo pipefail
@@ -60,5 +63,9 @@ case "${1:-}" in
      timeout 370 python3 benchmarks/inline_compile.py --edits 3 2>&1 | quiet | tail -13 ;;
   K1) timeout 590 python3 benchmarks/eval_throughput.py --kernelbench .kb --only-baselines --deadline-s 560 2>&1 | quiet | tee "$OUT/k1.log" | tail -30 ;;
   K2) timeout 590 python3 benchmarks/eval_throughput.py --kernelbench .kb --precompute-baselines --export-cache --deadline-s 560 2>&1 | quiet | tee "$OUT/k2.log" | tail -40 ;;
-  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2" >&2; exit 2 ;;
+  L) timeout 150 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-examples --skip-pytest --overhead 3 2>&1 | quiet \
+       | grep -E "^overhead|defences|trusted clock|held alone|^phases" | cut -c1-400 | tail -24
+     timeout 420 python3 benchmarks/eval_throughput.py --kernelbench .kb --precompute-baselines --export-cache --deadline-s 400 2>&1 \
+       | quiet | tee "$OUT/k.log" | tail -34 ;;
+  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L" >&2; exit 2 ;;
 esac
