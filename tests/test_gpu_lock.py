@@ -332,3 +332,49 @@ def test_an_evaluation_lets_the_gpu_go_between_its_childrens_requests(tmp_path, 
     assert len(takes) >= 3, takes  # load, checks and compares in separate holds
     with gpu_lock.exclusive("cpu", wait_s=1) as e:
         assert e.exclusive  # nothing left held
+
+
+ECHO = ("import argparse, json, os\n"
+        "ap = argparse.ArgumentParser()\n"
+        "ap.add_argument('--role'); ap.add_argument('--fd-in', type=int); ap.add_argument('--fd-out', type=int)\n"
+        "a, _ = ap.parse_known_args()\n"
+        "with os.fdopen(a.fd_in) as fin, os.fdopen(a.fd_out, 'w') as fout:\n"
+        "    for line in fin:\n"
+        "        fout.write(json.dumps({'ok': True, 'echo': json.loads(line)['cmd']}) + '\\n')\n"
+        "        fout.flush()\n")
+
+
+class _Depth:
+    def __init__(self) -> None:
+        self.depth = 0
+
+    def enter(self) -> None:
+        self.depth += 1
+
+    def leave(self) -> None:
+        self.depth -= 1
+
+
+def test_a_child_books_each_request_to_the_share_it_was_sent_under(tmp_path):
+    """Replies come in request order: the reply to a request sent before the share was attached
+    must not let go of the hold of a later one; a killed child lets go of all it had."""
+    from cuda_agent.eval.procs import Child
+
+    (tmp_path / "echo_child.py").write_text(ECHO)
+    child = Child("reference", cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)}, log_path=tmp_path / "log",
+                  module="echo_child")
+    try:
+        child.send({"cmd": "early"})  # before the evaluation attached its share
+        share = _Depth()
+        child.share = share
+        child.send({"cmd": "late"})
+        assert share.depth == 1
+        assert child._receive_raw(10, "early")["echo"] == "early"
+        assert share.depth == 1  # "late" still in flight
+        assert child._receive_raw(10, "late")["echo"] == "late" and share.depth == 0
+        child.send({"cmd": "never answered"})
+        child.send({"cmd": "nor this"})
+        assert share.depth == 2
+    finally:
+        child.close()
+    assert share.depth == 0

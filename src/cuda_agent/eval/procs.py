@@ -26,6 +26,7 @@ Not guaranteed: isolation beyond process groups and the scrubbed environment
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import select
@@ -121,7 +122,7 @@ class Child:
         self.dead = False
         # the evaluation's `gpu_lock.Share`: entered per request sent, left per reply or failure
         self.share: Any = None
-        self._outstanding = 0
+        self._inflight: collections.deque[Any] = collections.deque()  # per request sent, oldest first: its share or None
 
     def log_tail(self) -> str:
         try:
@@ -150,7 +151,7 @@ class Child:
         wire = req if isinstance(req, dict) else P.to_wire(req)
         if self.share is not None:  # the GPU shared with others' untimed work while the child works
             self.share.enter()
-            self._outstanding += 1
+        self._inflight.append(self.share)
         try:
             os.write(self._wfd, (json.dumps(wire) + "\n").encode())
         except (BrokenPipeError, OSError):
@@ -158,11 +159,12 @@ class Child:
         return None
 
     def _settle(self, n: int) -> None:
-        """`n` requests (at most all outstanding) are answered or will never be: their holds go."""
-        n = min(n, self._outstanding)
-        self._outstanding -= n
-        for _ in range(n if self.share is not None else 0):
-            self.share.leave()
+        """The `n` oldest requests in flight are answered or will never be: their holds go (replies
+        come in the order of the requests, so the oldest is the one answered)."""
+        for _ in range(min(n, len(self._inflight))):
+            share = self._inflight.popleft()
+            if share is not None:
+                share.leave()
 
     def receive(self, timeout: float, cmd: str) -> P.Reply | ChildFailure:
         """The next reply, in the order the commands were sent, typed and validated for `cmd`."""
@@ -226,7 +228,7 @@ class Child:
     def kill(self) -> None:
         self.dead = True
         kill_group(self.proc)
-        self._settle(self._outstanding)  # no reply will come
+        self._settle(len(self._inflight))  # no reply will come
 
     def alive(self) -> bool:
         """Usable: not given up on here, and the process still runs."""
