@@ -208,3 +208,10 @@ def test_pytest_collect_only_prints_the_count():
     p = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "tests/test_metrics.py"], cwd=ROOT, env=_env(),
                        capture_output=True, text=True)
     assert p.returncode == 0 and any(line.split()[1:2] == ["tests"] and "collected" in line for line in p.stdout.splitlines()), p.stdout[-300:]
+
+
+def test_per_gpu_is_refused_with_the_ray_backend(tmp_path, capsys):
+    """Ray leases one GPU per evaluation: a --per-gpu it would ignore is an error, not a silent no-op."""
+    assert main(["bench", str(LANE), "--solutions", str(LANE), "--device", "cpu", "--ray", "--per-gpu", "2",
+                 "-o", str(tmp_path / "run")]) == 2
+    assert "--per-gpu is for the local pool" in capsys.readouterr().err

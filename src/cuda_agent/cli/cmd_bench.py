@@ -83,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         cfg.n_timed = args.timed_calls
     agent = _agent_spec(args) if args.model else None
     ResultStore(args.output)  # a read-only -o or a damaged results.sqlite: one line now, before any work
+    if args.per_gpu is not None and (args.ray or os.environ.get("RAY_ADDRESS")):
+        raise UsageError("--per-gpu is for the local pool; the Ray backend leases one GPU per evaluation")
     try:
         pool = make_pool(ray=args.ray, slots=args.gpus, device=args.device, compile_workers=args.compile_workers,
                          per_gpu=args.per_gpu or (DEFAULT_PER_GPU if args.device == "cuda" else 1))
