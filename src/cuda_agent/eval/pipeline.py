@@ -50,7 +50,7 @@ from cuda_agent.eval.build import BuildResult, build
 from cuda_agent.eval.cache import KVCache
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.env_check import classify as classify_environment
-from cuda_agent.eval.exchange import Stop, ask, compare_recv, compare_send, finish, guard, recv, send
+from cuda_agent.eval.exchange import Stop, compare_recv, compare_send, finish, guard, recv, send
 from cuda_agent.eval.procs import Child, ChildFailure, failure
 from cuda_agent.eval.progress import phase as announce
 from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, Status
@@ -272,6 +272,13 @@ def _nbytes(rec: P.OutputRecord) -> int:
 def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, pair: warm.Pair,
                     built: _Built, cache: KVCache | None, seeds: _Seeds, gpu: gpu_mod.GPU) -> None:
     task, ref, cnd, io = cand.task, pair.ref, pair.cnd, pair.cnd_io
+    sol = P.Solution(str(cand.root / "model_new.py"), str(built.so_path) if built.so_path else None, built.inline)
+    load_budget = cfg.load_timeout + (cfg.compile_timeout if cand.kind == "single_file" and not built.inline else 0)
+    setup = _setup(cand, cfg, seeds, solution=sol, guard=cfg.runtime_guards)
+    # the candidate loads while the reference sets up and computes its outputs (they live in the
+    # reference's memory, not in files): when the build was quick (a pool's farm built it), the two
+    # set-ups overlap instead of following each other on the critical path
+    send(cnd, res, setup, "load")
     t_setup = time.monotonic()
     recv(ref, res, cfg.load_timeout, "reference", "setup", P.SetupReply)  # both queued by _start_reference
     # the part of "reference" spent waiting for the reference child to start and build the task's model
@@ -282,10 +289,7 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
     moved = max(_nbytes(r) + r.in_nbytes for r in ref_run.outputs)
     in_bytes = max(r.in_nbytes for r in ref_run.outputs)
     max_bytes = 4 * ref_bytes + (1 << 20)  # a candidate writing gigabytes is cut off, not read
-    sol = P.Solution(str(cand.root / "model_new.py"), str(built.so_path) if built.so_path else None, built.inline)
-    load_budget = cfg.load_timeout + (cfg.compile_timeout if cand.kind == "single_file" and not built.inline else 0)
-    setup = _setup(cand, cfg, seeds, solution=sol, guard=cfg.runtime_guards)
-    info = ask(cnd, res, setup, load_budget, "load", P.SetupReply)
+    info = recv(cnd, res, load_budget, "load", "setup", P.SetupReply)
     res.defences["runtime_guards"] = "on" if cfg.runtime_guards else "off"
     for note in info.notes:
         res.findings.append(Finding("state-dict-mismatch", note, Severity.WARN, "model_new.py"))
