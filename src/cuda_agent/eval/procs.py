@@ -17,6 +17,9 @@ Contract:
   namespace and rlimit wrapper); the pipes pass through it unchanged.
   `module` runs another child module with the same protocol (task synthesis's
   filter child, `cuda_agent.synth.check_child`).
+- `Child.share` (an evaluation's `gpu_lock.Share`, or None): entered when a
+  request is sent, left when its reply, or the child's failure or kill, comes:
+  the GPU is held shared exactly while this child has work in flight.
 - `scrubbed_env` builds the child's environment from the sandbox's allow-list
   (`cuda_agent.sandbox.env`): secrets such as API keys never reach candidate code.
 
