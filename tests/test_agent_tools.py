@@ -103,6 +103,24 @@ def test_bash_cannot_write_outside_or_to_protected(ws, tmp_path):
         sh.close()
 
 
+def test_bash_cannot_reach_the_gpu_lock_files(ws, tmp_path, monkeypatch):
+    """The agent's shell is hostile too: it sees an empty folder where the evaluator's lock files are
+    (holding one would stall every timing on the GPU)."""
+    if isolation_level() != "full":
+        pytest.skip("mount namespaces are not usable here")
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    (locks / "GPU-x.lock").write_text("")
+    monkeypatch.setenv("CUDA_AGENT_LOCK_DIR", str(locks))
+    sh = BashSession(ws, timeout_s=10)
+    try:
+        out = sh.run(f"ls -A {locks} | wc -l; flock -s {locks}/GPU-x.lock true && echo took || echo refused").output
+    finally:
+        sh.close()
+    lines = [x.strip() for x in out.splitlines() if x.strip()]
+    assert lines[0] == "0" and lines[-1] == "refused", out  # (flock's own complaint between them)
+
+
 @pytest.mark.parametrize("path", ["model.py", "SKILL.md", "binding.cpp", "binding_registry.h", "tools/verify", ".cuda-agent/task.json"])
 def test_protected_files_cannot_be_written(box, path):
     box.call("read", {"path": path})
