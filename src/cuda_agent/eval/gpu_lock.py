@@ -158,6 +158,7 @@ class Share:
 
     def __init__(self, key: str, wait_s: float = 600.0, directory: str | Path | None = None):
         self.key, self.wait_s, self.directory = key, wait_s, directory
+        self._path = str(_paths(key, directory)[0])  # once: enter() runs for every request sent
         self.depth = 0
         self.waited_s = 0.0
         self.missed = 0
@@ -165,7 +166,7 @@ class Share:
 
     def enter(self) -> None:
         self.depth += 1
-        if self._cm is None and str(_paths(self.key, self.directory)[0]) not in _timing():
+        if self._cm is None and self._path not in _timing():
             cm = untimed(self.key, self.wait_s, self.directory)
             held = cm.__enter__()
             self._cm = cm
