@@ -350,6 +350,8 @@ def main() -> int:
             if count:
                 overhead.setdefault(mode, []).append(time.monotonic() - t0)
                 overhead.setdefault(f"{mode}:held", []).append(r.gpu_held_s)  # the GPU held alone
+                # a timing whose spread stayed over max_cv repeats its round: the likeliest cause of a slow one
+                overhead.setdefault(f"{mode}:rounds", []).append(r.timing.rounds if r.timing else 0)
                 parts.setdefault(mode, []).append(r.phases_s)
                 print(f"overhead {mode} #{k}: {r.status.value} reward {r.reward} {overhead[mode][-1]:.2f} s "
                       f"phases {r.phases_s}", flush=True)
@@ -416,6 +418,8 @@ def main() -> int:
             hon, hoff = statistics.median(overhead["on+spares:held"]), statistics.median(overhead["off+spares:held"])
             print(f"GPU held alone per evaluation (timed sections): {hon:.2f} s with the defences, {hoff:.2f} s "
                   f"without ({100 * (hon - hoff) / max(hoff, 1e-9):+.0f} %)")
+            print("timing rounds per evaluation (1 unless the spread stayed over max_cv): "
+                  f"with {overhead.get('on+spares:rounds')}, without {overhead.get('off+spares:rounds')}")
             # where the difference is: the phases of the timed sections and the checks around them
             keys = sorted({k for m in ("on+spares", "off+spares") for p in parts.get(m, []) for k in p})
             med = {m: {k: statistics.median(p.get(k, 0.0) for p in parts.get(m, [{}])) for k in keys}

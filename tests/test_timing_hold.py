@@ -24,6 +24,7 @@ class ScriptedClock:
         self.held: list[bool] = []
         self.sized: list[float] = []
         self.hold_ms = 0.0
+        self.events: list[tuple[str, int]] = []  # each measure's end, for tests that interleave their own events
 
     def settle(self) -> None:
         pass
@@ -32,9 +33,12 @@ class ScriptedClock:
         self.sized.append(enqueue_ms)
         self.hold_ms = 2 * enqueue_ms + 0.05
 
-    def measure(self, fn, inputs, held=True):
+    def measure(self, fn, inputs, held=True, after=None):
         self.held.append(held)
         out = fn(*inputs)
+        if after is not None:
+            after()  # where the event clock runs it: end event enqueued, final sync not yet done
+        self.events.append(("sync", 0))
         return (out, 1.0, 1.2, 0.2) if held else (out, 1.5, 3.0, 0.2)
 
 
@@ -48,6 +52,28 @@ def test_probe_calls_come_unheld_before_the_held_timed_calls(monkeypatch):
     assert stats["median_ms"] == 1.0  # the held calls are the timed ones
     assert stats["probe_ms"] == 1.5 and stats["host_over_event"] == 2.0  # the guard reads the probes
     assert stats["enqueue_ms"] == 0.2 and stats["hold_ms"] == pytest.approx(0.45)
+
+
+def test_fresh_inputs_are_drawn_while_the_previous_call_runs(monkeypatch):
+    clock = ScriptedClock()
+    monkeypatch.setattr(timing, "make_clock", lambda kind, sync_before_end=False: clock)
+    log = clock.events
+
+    def fresh(g):
+        log.append(("draw", g))
+        return [torch.full((2,), float(g))]
+
+    def fn(x):
+        log.append(("call", int(x[0])))
+        return x
+
+    stats, _ = time_calls(fn, [[torch.full((2,), -1.0)]], n_warmup=3, n_timed=5, max_cv=1.0, max_rounds=1,
+                          fresh_inputs=fresh)
+    timed = log[next(i for i, e in enumerate(log) if e[0] == "draw"):]
+    n = stats["n"]
+    # call 0's set first, then each call g followed, inside its measure (before the final sync), by the draw of g+1
+    assert timed == [("draw", 0)] + [e for g in range(n) for e in (("call", g), ("draw", g + 1), ("sync", 0))]
+    assert clock.held[-n:] == [True] * n
 
 
 def test_host_clock_reports_no_hold():

@@ -34,7 +34,9 @@ hold is 0 and the span includes the launch overhead, as before (`hold_ms` 0).
 Fresh inputs (`fresh_inputs`, optional): the given `input_sets` then serve the
 warm-up only, and every timed call gets a new input set `fresh_inputs(g)` (g =
 0, 1, ... over all timed calls), drawn before the call, outside the timed
-region (before the flush and the synchronize). An output cache keyed on the
+region: while call g-1 runs on the device (after its end event, before the
+synchronize), so the draw's host time overlaps device work instead of leaving
+the GPU idle between calls (call 0's set is drawn before it). An output cache keyed on the
 input pointer (the allocator hands back the same addresses) then returns a
 stale value, and one keyed on the content never hits. `checked` calls of the
 first round, picked at random once the round length is known, keep their
@@ -80,7 +82,7 @@ PROBE_CALLS = 16
 HOLD_MIN_MS = 0.05
 HOLD_MAX_MS = 5.0
 # Changes whenever the meaning of a timed number changes: part of the baseline cache key.
-PROTOCOL = "hold-v1"
+PROTOCOL = "hold-v2"  # v2: fresh inputs drawn during the previous call (the GPU idles less between calls)
 
 FreshInputs = Callable[[int], Sequence[Any]]
 
@@ -181,8 +183,11 @@ class _EventClock:
         self.hold_cycles = max(1, int(probe_cycles * want_ms / best))
         self.hold_ms = want_ms
 
-    def measure(self, fn: Callable[..., Any], inputs: Sequence[Any], held: bool = True) -> tuple[Any, float, float, float]:
-        """(output, event ms, host ms from before the call to after the final sync, host ms to enqueue the call)."""
+    def measure(self, fn: Callable[..., Any], inputs: Sequence[Any], held: bool = True,
+                after: Callable[[], None] | None = None) -> tuple[Any, float, float, float]:
+        """(output, event ms, host ms from before the call to after the final sync, host ms to enqueue the call).
+        `after` runs once the end event is enqueued, before the final sync: host work (the next call's
+        fresh inputs) that overlaps this call's device time and stays out of its span."""
         self.flush.zero_()
         if held and self.hold_cycles:
             torch.cuda._sleep(self.hold_cycles)
@@ -199,6 +204,8 @@ class _EventClock:
         if self.sync_before_end:
             torch.cuda.synchronize()
         end.record()
+        if after is not None:
+            after()
         torch.cuda.synchronize()
         t1 = time.perf_counter()
         return out, start.elapsed_time(end), (t1 - t0) * 1e3, (t_enq - t0) * 1e3
@@ -217,10 +224,13 @@ class _HostClock:
     def size_hold(self, enqueue_ms: float) -> None:
         pass
 
-    def measure(self, fn: Callable[..., Any], inputs: Sequence[Any], held: bool = True) -> tuple[Any, float, float, float]:
+    def measure(self, fn: Callable[..., Any], inputs: Sequence[Any], held: bool = True,
+                after: Callable[[], None] | None = None) -> tuple[Any, float, float, float]:
         t0 = time.perf_counter()
         out = fn(*inputs)
         ms = (time.perf_counter() - t0) * 1e3
+        if after is not None:
+            after()
         return out, ms, ms, ms
 
 
@@ -270,13 +280,22 @@ def time_calls(
         best: dict[str, Any] | None = None
         picks = checked_calls(n, checked) if fresh_inputs is not None else set()
         g = 0
+        ahead: list[Sequence[Any]] = []  # call g+1's fresh inputs, drawn while call g runs on the device
+
+        def draw_ahead() -> None:
+            assert fresh_inputs is not None
+            ahead.append(fresh_inputs(g + 1))
+
         for r in range(1, max_rounds + 1):
             times: list[float] = []
             for i in range(n):
-                inputs = fresh_inputs(g) if fresh_inputs is not None else input_sets[i % k]
+                if fresh_inputs is not None:
+                    inputs = ahead.pop() if ahead else fresh_inputs(g)
+                else:
+                    inputs = input_sets[i % k]
                 if before_call is not None:
                     before_call()
-                out, event_ms, _, _ = timer.measure(fn, inputs)
+                out, event_ms, _, _ = timer.measure(fn, inputs, after=draw_ahead if fresh_inputs is not None else None)
                 times.append(event_ms)
                 if fresh_inputs is None:
                     last[i % k] = out
