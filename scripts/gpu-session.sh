@@ -23,6 +23,8 @@
 #      from an earlier K2's $OUT so the baselines are cached)                    ~9.5 min
 #   M: what fresh timing inputs cost per timed call (benchmarks/fresh_inputs_cost.py), seed_all's GPU
 #      test, then the red team (no examples) and the defences' cost over 5 evaluations    ~8 min
+#   N: the timing GPU tests, the red team (no examples), the defences' cost x3            ~5 min
+#   K3: K2 with a 380 s deadline (right after N, while the machine is warm)              ~7 min
 # pytest -m gpu needs the openai wheels and J's RL smoke TRL's: make .whl with scripts/device-wheels.sh
 # (registry access needed) and carry it.
 set -uo pipefail
@@ -73,5 +75,10 @@ case "${1:-}" in
      timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_seed_all.py 2>&1 | tail -2
      timeout 480 bash scripts/gpu-check.sh --skip-faults --skip-pytest --skip-examples --jobs 12 --overhead 5 2>&1 | quiet \
        | tee "$OUT/m.log" | grep -vE "^overhead (on|off|no_clock)" | cut -c1-200 | tail -60 ;;
-  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M" >&2; exit 2 ;;
+  N) timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_seed_all.py tests/test_timing_hold.py 2>&1 | tail -2
+     timeout 420 bash scripts/gpu-check.sh --skip-faults --skip-pytest --skip-examples --jobs 12 --overhead 3 2>&1 | quiet \
+       | tee "$OUT/n.log" | grep -vE "^overhead (on|off|no_clock)" | cut -c1-200 | tail -45 ;;
+  K3) timeout 420 python3 benchmarks/eval_throughput.py --kernelbench .kb --precompute-baselines --export-cache --deadline-s 380 2>&1 \
+       | quiet | tee "$OUT/k.log" | tail -34 ;;
+  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|K3" >&2; exit 2 ;;
 esac
