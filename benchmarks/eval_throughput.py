@@ -397,6 +397,17 @@ def spread(rows: list[Row]) -> tuple[int, float, float, str] | None:
     return len(diffs), diffs[-1][0], statistics.median(d for d, _ in diffs), diffs[-1][1]
 
 
+def baseline_misses(rows: list[Row]) -> dict[str, int]:
+    """Evaluations per mode that timed their baselines themselves (a cache miss). Issue 16 compares
+    modes on fresh candidates with cached baselines: a miss costs its mode 10-40 s of GPU time, so a
+    run with misses says little about the pool against serial."""
+    out: dict[str, int] = {}
+    for r in rows:
+        if "baselines" in r.cache and not r.cache["baselines"]:
+            out[r.mode] = out.get(r.mode, 0) + 1
+    return out
+
+
 def report(rec: Recorder, walls: dict[str, float], gpus: dict[str, int], extra: dict, per_gpu: int = 1) -> int:
     """Print the split, the CPU side and the table (last); returns the number of unexpected outcomes."""
     per_hour = {}
@@ -436,8 +447,12 @@ def report(rec: Recorder, walls: dict[str, float], gpus: dict[str, int], extra: 
         print(f"{mode:8} {len(rows):>6} {sum(r.expect == 'correct' for r in rows):>7} {sum(r.expect == 'incorrect' for r in rows):>7} "
               f"{sum(r.as_expected for r in rows):>12} {walls[mode]:>8.1f} {gpus[mode]:>5} {per_hour[mode]:>15.0f}")
     if len(per_hour) == 2:
+        misses = baseline_misses(rec.rows)
+        rec.extra["baseline_misses"] = misses
         print(f"pool ({per_gpu} per GPU) / serial, per GPU: {per_hour['pool'] / per_hour['serial']:.2f}x "
-              "(target >= 2x on one H200)")
+              "(target >= 2x on one H200)" + (
+                  f"; NOT COMPARABLE: baselines timed in {misses.get('serial', 0)} serial and {misses.get('pool', 0)} "
+                  "pool evaluations (cache misses); precompute them (--only-baselines) and run again" if misses else ""))
     if (sp := spread(rec.rows)) is not None:
         rec.extra["spread"] = {"n": sp[0], "max_pct": sp[1], "median_pct": sp[2], "worst": sp[3]}
         print(f"timing, pool vs serial (median time of the same honest candidate): max {sp[1]:.2f} % ({sp[3]}), "

@@ -58,6 +58,16 @@ def test_spread_compares_the_same_honest_candidate_across_modes():
     assert bench.spread([timed("serial", "a", 1.0)]) is None
 
 
+def test_baseline_misses_are_counted_per_mode():
+    def r(mode, cache):
+        return bench.Row(mode, "t", "correct", "ok", True, 1, 1.0, {}, cache, 0.0, "")
+
+    rows = [r("serial", {"baselines": False}), r("serial", {"baselines": True}), r("pool", {"baselines": False}),
+            r("pool", {"baselines": False}), r("pool", {}), r("serial", {"build": False})]
+    assert bench.baseline_misses(rows) == {"serial": 1, "pool": 2}  # no "baselines" key: none were timed
+    assert bench.baseline_misses(rows[1:2]) == {}
+
+
 def test_expected_outcomes():
     assert row(1, {}).as_expected
     assert not row(1, {}, status="incorrect", correct=False).as_expected
