@@ -427,7 +427,10 @@ def report(rec: Recorder, walls: dict[str, float], gpus: dict[str, int], extra: 
             print(f"  {name:42} {sec:9.1f} s {100 * sec / (gpu_s * k):6.1f} %  {sec / len(rows):7.2f} s/eval")
         held = sum(r.gpu_held_s for r in rows) / len(rows)
         ceiling = f", a ceiling of {3600 / held:.0f} evaluations per GPU-hour however many share it" if held > 0 else ""
-        print(f"  of which waiting for the GPU's lock: {sum(r.gpu_wait_s for r in rows):.1f} s; the GPU held alone "
+        lock_sh = sum(r.phases_s.get("lock.shared", 0.0) for r in rows)
+        lock_ex = sum(r.phases_s.get("lock.exclusive", 0.0) for r in rows)
+        print(f"  of which waiting for the GPU's lock: {sum(r.gpu_wait_s for r in rows):.1f} s (requests waiting for "
+              f"others' timings {lock_sh:.1f} s, timings waiting for the GPU {lock_ex:.1f} s); the GPU held alone "
               f"(timed sections): {held:.2f} s per evaluation{ceiling}")
         print("  phases_s sums: " + ", ".join(f"{k} {v:.1f}" for k, v in keys.items()))
         rec.extra.setdefault("split", {})[mode] = {"gpu_seconds": gpu_s, "groups": dict(split), "phases_s": keys}

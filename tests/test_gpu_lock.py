@@ -215,6 +215,8 @@ def test_an_evaluations_untimed_work_waits_while_another_times(tmp_path, cache_e
         t.wait()
     assert r.status is Status.OK and r.correct, r.message
     assert r.gpu_wait_s >= 2.5 and waited >= 2.5, (r.gpu_wait_s, waited)
+    # the wait is booked as the requests' (no timed section in a verify-only evaluation)
+    assert r.phases_s.get("lock.shared", 0.0) >= 2.5 and "lock.exclusive" not in r.phases_s, r.phases_s
 
 
 @pytest.mark.slow

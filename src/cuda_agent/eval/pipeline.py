@@ -190,6 +190,8 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
 
 def _book_share(share: gpu_lock.Share, res: EvalResult) -> None:
     res.gpu_wait_s = round(res.gpu_wait_s + share.waited_s, 3)
+    if share.waited_s:  # the requests' waits for other evaluations' timings (a sub-key, as lock.exclusive)
+        res.phases_s["lock.shared"] = round(res.phases_s.get("lock.shared", 0.0) + share.waited_s, 3)
     if share.missed:
         res.findings.append(Finding("gpu-lock-timeout", f"waited {share.wait_s:.0f} s for the GPU's lock {share.missed} "
                                     "time(s) and ran without it: another process's timing may be off", Severity.WARN))

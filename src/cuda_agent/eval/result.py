@@ -126,7 +126,9 @@ class EvalResult:
     eager_timing: TimingStats | None = None
     compile_timing: TimingStats | None = None
     precision: str = "fp32"
-    phases_s: dict[str, float] = field(default_factory=dict)  # wall seconds per phase
+    # wall seconds per phase; a dotted key ("timing.calls") is part of its phase or, for "lock.shared" and
+    # "lock.exclusive" (waits for the GPU's lock: requests, timed sections), of the time between phases
+    phases_s: dict[str, float] = field(default_factory=dict)
     cache: dict[str, bool] = field(default_factory=dict)  # what came from a cache
     defences: dict[str, str] = field(default_factory=dict)  # runtime defences in force, e.g. {"sandbox": "on"}
     # per-call times of back-to-back calls on the evaluator's own clock (trusted_time): the candidate's

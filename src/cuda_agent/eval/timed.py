@@ -49,6 +49,8 @@ def section(res: EvalResult, cfg: EvalConfig, gpu: GPU) -> Iterator[None]:
     """Hold the GPU's timing lock; afterwards note outside work that shared the GPU meanwhile."""
     with gpu_lock.exclusive(gpu.key, cfg.gpu_lock_wait_s) as held:
         res.gpu_wait_s = round(res.gpu_wait_s + held.waited_s, 3)
+        # a sub-key (no phase of its own: the wait sits between phases), read by benchmarks/eval_throughput.py
+        res.phases_s["lock.exclusive"] = round(res.phases_s.get("lock.exclusive", 0.0) + held.waited_s, 3)
         if not held.exclusive:
             res.findings.append(Finding("gpu-lock-timeout", f"waited {held.waited_s:.0f} s for the GPU's timing lock and "
                                         "timed without it: another process may have timed at the same time", Severity.WARN))
