@@ -224,6 +224,9 @@ def main() -> int:
     ap.add_argument("--throughput-deadline-s", type=float, default=540.0)
     ap.add_argument("--overhead", type=int, default=0, metavar="N",
                     help="also time N evaluations of diag_matmul with the defences on and N with them off")
+    ap.add_argument("--overhead-gap", type=float, default=3.0, metavar="S",
+                    help="idle seconds before each evaluation with spare children (the agent's turn; default 3): "
+                         "back to back, a ~1.5 s evaluation finds every other spare still starting (2-3 s)")
     a = ap.parse_args()
     out = Path(os.environ.get("OUT") or ROOT / "out")
     out.mkdir(parents=True, exist_ok=True)
@@ -360,13 +363,17 @@ def main() -> int:
             # "no_clock": every defence but issue 12's trusted clock, to show what that one adds
             for mode, kw in (("on", {}), ("no_clock", {"trusted_clock": False}), ("off", off)):
                 one(mode, k, **kw)
-        # the same with spare children (as the pool and the agent run): each mode's evaluations back to
-        # back, the first one (which starts the spare) not counted; the children's start-up, and with it
-        # the op log's first use, then leaves the critical path
+        # the same with spare children (as the pool and the agent run): each mode's evaluations one after
+        # another with --overhead-gap idle seconds before each (an agent's turn), the first one (which
+        # starts the spare) not counted; the children's start-up, and with it the op log's first use, then
+        # leaves the critical path. Back to back (gap 0) every other evaluation waited for a spare still
+        # starting (H200, 2026-12-04: 0.6-1.0 s of reference.setup or load in the 2nd and 4th of each mode)
         from cuda_agent.eval import warm
 
         for mode, kw in (("on+spares", {}), ("off+spares", off)):
             for k in range(a.overhead + 1):
+                if k > 0:
+                    time.sleep(a.overhead_gap)  # the spare started by the last evaluation finishes its start-up
                 one(mode, k, count=k > 0, spare_children=True, **kw)
             warm.discard()
         (out / "overhead.json").write_text(json.dumps({**overhead, "phases": parts}, indent=1))
