@@ -25,6 +25,9 @@
 #      test, then the red team (no examples) and the defences' cost over 5 evaluations    ~8 min
 #   N: the timing GPU tests, the red team (no examples), the defences' cost x3            ~5 min
 #   K3: K2 with a 380 s deadline (right after N, while the machine is warm)              ~7 min
+#   P: a clean serial-vs-pool comparison in one call: the mix's baselines alone first (170 s; 27 tasks
+#      took 121.5 s on a fresh H200), then the measurement with every baseline cached (400 s); the
+#      benchmark says "NOT COMPARABLE" if any evaluation still missed the cache       ~9.8 min
 # pytest -m gpu needs the openai wheels and J's RL smoke TRL's: make .whl with scripts/device-wheels.sh
 # (registry access needed) and carry it.
 set -uo pipefail
@@ -80,5 +83,9 @@ case "${1:-}" in
        | tee "$OUT/n.log" | grep -vE "^overhead (on|off|no_clock)" | cut -c1-200 | tail -45 ;;
   K3) timeout 420 python3 benchmarks/eval_throughput.py --kernelbench .kb --precompute-baselines --export-cache --deadline-s 380 2>&1 \
        | quiet | tee "$OUT/k.log" | tail -34 ;;
-  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|K3" >&2; exit 2 ;;
+  P) timeout 180 python3 benchmarks/eval_throughput.py --kernelbench .kb --only-baselines --deadline-s 170 2>&1 | quiet \
+       | tee "$OUT/p1.log" | tail -4
+     timeout 405 python3 benchmarks/eval_throughput.py --kernelbench .kb --export-cache --deadline-s 395 2>&1 \
+       | quiet | tee "$OUT/k.log" | tail -34 ;;
+  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|K3|P" >&2; exit 2 ;;
 esac
