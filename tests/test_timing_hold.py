@@ -74,6 +74,13 @@ def test_fresh_inputs_are_drawn_while_the_previous_call_runs(monkeypatch):
     # call 0's set first, then each call g followed, inside its measure (before the final sync), by the draw of g+1
     assert timed == [("draw", 0)] + [e for g in range(n) for e in (("call", g), ("draw", g + 1), ("sync", 0))]
     assert clock.held[-n:] == [True] * n
+    # input sets over AHEAD_MAX_BYTES: each drawn before its own call, never two alive at once
+    monkeypatch.setattr(timing, "AHEAD_MAX_BYTES", 4)  # the sets hold 8 bytes
+    log.clear()
+    stats, _ = time_calls(fn, [[torch.full((2,), -1.0)]], n_warmup=3, n_timed=5, max_cv=1.0, max_rounds=1,
+                          fresh_inputs=fresh)
+    timed = log[next(i for i, e in enumerate(log) if e[0] == "draw"):]
+    assert timed == [e for g in range(stats["n"]) for e in (("draw", g), ("call", g), ("sync", 0))]
 
 
 def test_host_clock_reports_no_hold():

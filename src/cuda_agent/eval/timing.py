@@ -36,7 +36,8 @@ warm-up only, and every timed call gets a new input set `fresh_inputs(g)` (g =
 0, 1, ... over all timed calls), drawn before the call, outside the timed
 region: while call g-1 runs on the device (after its end event, before the
 synchronize), so the draw's host time overlaps device work instead of leaving
-the GPU idle between calls (call 0's set is drawn before it). An output cache keyed on the
+the GPU idle between calls (call 0's set is drawn before it; a set over
+`AHEAD_MAX_BYTES` is drawn before its own call, so two never live at once). An output cache keyed on the
 input pointer (the allocator hands back the same addresses) then returns a
 stale value, and one keyed on the content never hits. `checked` calls of the
 first round, picked at random once the round length is known, keep their
@@ -81,6 +82,9 @@ SIDE_STREAM_ABS_MS = 0.02
 PROBE_CALLS = 16
 HOLD_MIN_MS = 0.05
 HOLD_MAX_MS = 5.0
+# Fresh input sets up to this size are drawn during the previous call (two sets live at once); larger
+# ones before their own call: their calls are long enough that the draw's host time hardly idles the GPU.
+AHEAD_MAX_BYTES = 1 << 30
 # Changes whenever the meaning of a timed number changes: part of the baseline cache key.
 PROTOCOL = "hold-v2"  # v2: fresh inputs drawn during the previous call (the GPU idles less between calls)
 
@@ -112,6 +116,10 @@ def checked_calls(n: int, checked: Sequence[float]) -> set[int]:
             g = (g + 1) % n
         picks.add(g)
     return picks
+
+
+def _nbytes(inputs: Sequence[Any]) -> int:
+    return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
 
 
 def calls_per_round(n_timed: int, seconds_per_call: float) -> int:
@@ -295,7 +303,8 @@ def time_calls(
                     inputs = input_sets[i % k]
                 if before_call is not None:
                     before_call()
-                out, event_ms, _, _ = timer.measure(fn, inputs, after=draw_ahead if fresh_inputs is not None else None)
+                pre = draw_ahead if fresh_inputs is not None and _nbytes(inputs) <= AHEAD_MAX_BYTES else None
+                out, event_ms, _, _ = timer.measure(fn, inputs, after=pre)
                 times.append(event_ms)
                 if fresh_inputs is None:
                     last[i % k] = out
