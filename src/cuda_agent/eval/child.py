@@ -57,7 +57,7 @@ from typing import Any
 import torch
 
 from cuda_agent.eval import protocol as P
-from cuda_agent.eval.child_burst import cmd_burst, cmd_digests, cmd_warm, compiled_or_model
+from cuda_agent.eval.child_burst import cmd_burst, cmd_digests, cmd_warm, compiled_or_model, warm_digest_path
 from cuda_agent.eval.child_state import (
     State,
     describe,
@@ -371,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         try:  # overlaps the parent's build; a failure here shows up again at setup
             torch.cuda.init()
             torch.empty(1, device="cuda")
+            warm_digest_path(torch.device("cuda", 0))
         except Exception:  # noqa: BLE001
             pass
     if a.warm_oplog:
