@@ -28,6 +28,9 @@
 #   P: a clean serial-vs-pool comparison in one call: the mix's baselines alone first (170 s; 27 tasks
 #      took 121.5 s on a fresh H200), then the measurement with every baseline cached (400 s); the
 #      benchmark says "NOT COMPARABLE" if any evaluation still missed the cache       ~9.8 min
+#   Q: where an evaluation's seconds go with and without the defences (benchmarks/defence_trace.py),
+#      then the defences' cost over 5 evaluations in gpu_check (no red team)                ~5 min
+#   R: the timing GPU tests and the red team (no examples, no overhead)                   ~5 min
 # pytest -m gpu needs the openai wheels and J's RL smoke TRL's: make .whl with scripts/device-wheels.sh
 # (registry access needed) and carry it.
 set -uo pipefail
@@ -81,11 +84,17 @@ case "${1:-}" in
   N) timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_seed_all.py tests/test_timing_hold.py 2>&1 | tail -2
      timeout 420 bash scripts/gpu-check.sh --skip-faults --skip-pytest --skip-examples --jobs 12 --overhead 3 2>&1 | quiet \
        | tee "$OUT/n.log" | grep -vE "^overhead (on|off|no_clock)" | cut -c1-200 | tail -45 ;;
+  Q) timeout 200 python3 benchmarks/defence_trace.py --n 4 --gap 3 --timeline 2>&1 | quiet | tee "$OUT/trace.txt" | tail -48
+     timeout 330 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-pytest --skip-examples --overhead 5 2>&1 | quiet \
+       | tee "$OUT/q.log" | grep -vE "^overhead (on|off|no_clock)" | cut -c1-220 | tail -12 ;;
+  R) timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_seed_all.py tests/test_timing_hold.py 2>&1 | tail -2
+     timeout 500 bash scripts/gpu-check.sh --skip-faults --skip-pytest --skip-examples --jobs 12 2>&1 | quiet \
+       | tee "$OUT/r.log" | cut -c1-200 | tail -30 ;;
   K3) timeout 420 python3 benchmarks/eval_throughput.py --kernelbench .kb --precompute-baselines --export-cache --deadline-s 380 2>&1 \
        | quiet | tee "$OUT/k.log" | tail -34 ;;
   P) timeout 180 python3 benchmarks/eval_throughput.py --kernelbench .kb --only-baselines --deadline-s 170 2>&1 | quiet \
        | tee "$OUT/p1.log" | tail -4
      timeout 405 python3 benchmarks/eval_throughput.py --kernelbench .kb --export-cache --deadline-s 395 2>&1 \
        | quiet | tee "$OUT/k.log" | tail -34 ;;
-  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|K3|P" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|Q|R|K3|P" >&2; exit 2 ;;
 esac
