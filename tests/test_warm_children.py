@@ -34,8 +34,8 @@ def spawns(monkeypatch):
     made: list[warm.Pair] = []
     real = warm.spawn
 
-    def counting(cfg, precision):
-        made.append(real(cfg, precision))
+    def counting(cfg, precision, gpu_key=None):
+        made.append(real(cfg, precision, gpu_key))
         return made[-1]
 
     monkeypatch.setattr(warm, "spawn", counting)
@@ -159,3 +159,88 @@ def test_setup_moves_a_child_into_the_staged_dir(tmp_path, monkeypatch):
 
     child.cmd_setup(st, P.Setup(str(FIXTURES / "cpu_lane" / "task.py"), 1, "fp32", "cpu", str(tmp_path)))
     assert os.path.samefile(os.getcwd(), tmp_path) and sys.path[0] == str(tmp_path)
+
+
+def _gated_cfg():
+    """A spare as the GPU lane starts one (CUDA gated on the lock), with children that run on the CPU
+    (their CUDA start-up fails quietly here and the gate's exchange is all that is tested)."""
+    return cpu_cfg(device="cuda", sandbox="off", gpu_lock_wait_s=60)
+
+
+def test_a_spare_starts_cuda_only_under_the_gpu_lock(tmp_path, monkeypatch):
+    """A spare's children import torch at once but create their CUDA contexts only under a shared hold
+    of the GPU's lock: not while a timed section holds it, and pair_for waits for that start-up."""
+    from cuda_agent.eval import gpu_lock, procs
+
+    monkeypatch.setenv("CUDA_AGENT_LOCK_DIR", str(tmp_path / "locks"))
+    events: list[tuple[str, str, float]] = []
+    real_send, real_raw = procs.Child.send, procs.Child.receive_raw
+
+    def send(self, req):
+        if isinstance(req, dict):
+            events.append((self.role, f"send {req.get('cmd')}", time.monotonic()))
+        return real_send(self, req)
+
+    def receive_raw(self, timeout, cmd):
+        out = real_raw(self, timeout, cmd)
+        events.append((self.role, f"got {cmd}", time.monotonic()))
+        return out
+
+    monkeypatch.setattr(procs.Child, "send", send)
+    monkeypatch.setattr(procs.Child, "receive_raw", receive_raw)
+    with gpu_lock.exclusive("gpu-x", 5):  # a timing under way in this process (another slot, say)
+        pair = warm.spawn(_gated_cfg(), "fp32", "gpu-x")
+        try:
+            end = time.monotonic() + 120
+            while sum(e[1] == "got imported" for e in events) < 2 and time.monotonic() < end:
+                time.sleep(0.05)
+            assert sum(e[1] == "got imported" for e in events) == 2, events
+            time.sleep(0.5)
+            assert not [e for e in events if e[1] == "send warm_cuda"]  # waits for the timed section
+            released = time.monotonic()
+        except BaseException:
+            pair.close()
+            raise
+    try:
+        assert pair.ready()
+        sends = [e for e in events if e[1] == "send warm_cuda"]
+        assert sorted(r for r, *_ in sends) == ["candidate", "reference"] and all(t >= released for *_, t in sends)
+        assert sum(e[1] == "got warm_cuda" for e in events) == 2
+        # after the start-up the children take ordinary commands
+        from cuda_agent.eval import protocol as P
+
+        reply = pair.ref.request(P.Setup(str(FIXTURES / "cpu_lane" / "task.py"), 1, "fp32", "cpu", str(tmp_path)), 60)
+        assert isinstance(reply, P.SetupReply), reply
+    finally:
+        pair.close()
+    assert all(_gone(p) for p in _pids(pair))
+
+
+def test_a_spare_that_dies_while_starting_is_replaced(tmp_path, monkeypatch, spawns):
+    monkeypatch.setenv("CUDA_AGENT_LOCK_DIR", str(tmp_path / "locks"))
+    cfg = _gated_cfg()
+    warm.prepare(cfg, "fp32", "gpu-y")
+    spare = warm._slot.item
+    assert spare is not None and spare._warming is not None
+    spare.cnd.proc.kill()  # dies before (or during) its start-up
+    pair = warm.pair_for(cfg, "fp32")
+    try:
+        assert pair is not spare and pair.alive() and len(spawns) == 2
+    finally:
+        pair.close()
+    assert all(_gone(p) for p in _pids(spare))
+
+
+def test_a_child_gated_on_go_takes_an_ordinary_first_command(tmp_path):
+    """Without the go (a parent that never sends it), the first command is served as usual."""
+    from cuda_agent.eval import protocol as P
+    from cuda_agent.eval.procs import Child, scrubbed_env
+
+    kid = Child("reference", cwd=tmp_path, env=scrubbed_env(), log_path=tmp_path / "ref.log",
+                child_args=("--warm-cuda-on-go",))
+    try:
+        assert kid.receive_raw(120, "imported") == {"ok": True, "stage": "imported"}
+        reply = kid.request(P.Setup(str(FIXTURES / "cpu_lane" / "task.py"), 1, "fp32", "cpu", str(tmp_path)), 60)
+        assert isinstance(reply, P.SetupReply), reply
+    finally:
+        kid.close()

@@ -44,6 +44,7 @@ rules would stop the real hijack first (`_hijack`).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import stat
@@ -359,6 +360,15 @@ def _is_cuda_error(e: BaseException) -> bool:
     return "CUDA" in type(e).__name__ or "CUDA error" in str(e) or "cuda" in type(e).__module__.lower()
 
 
+def _warm_cuda() -> None:
+    try:  # a failure here shows up again at setup
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
+        warm_digest_path(torch.device("cuda", 0))
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--role", choices=("candidate", "reference"), required=True)
@@ -366,14 +376,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fd-out", type=int, required=True)
     ap.add_argument("--warm-cuda", action="store_true", help="start CUDA before the first command")
     ap.add_argument("--warm-oplog", action="store_true", help="pay the op log's first-use cost before the first command")
+    ap.add_argument("--warm-cuda-on-go", action="store_true",
+                    help="say 'imported' once started, then start CUDA when the first command is warm_cuda")
     a = ap.parse_args(argv)
     if a.warm_cuda:
-        try:  # overlaps the parent's build; a failure here shows up again at setup
-            torch.cuda.init()
-            torch.empty(1, device="cuda")
-            warm_digest_path(torch.device("cuda", 0))
-        except Exception:  # noqa: BLE001
-            pass
+        _warm_cuda()  # overlaps the parent's build
     if a.warm_oplog:
         # The first dispatch mode entered in a process costs about a second of lazy
         # imports: pay it now, while the parent builds, not inside the correctness runs.
@@ -381,7 +388,20 @@ def main(argv: list[str] | None = None) -> int:
             torch.empty(1)
     st = State(a.role)
     rin = os.fdopen(a.fd_in, "rb")
-    for line in rin:
+    first: list[bytes] = []
+    if a.warm_cuda_on_go:
+        # A spare (eval.warm): CUDA starts only when the parent says so, under its shared hold of the
+        # GPU's lock, so that a context's creation never runs next to another evaluation's timing.
+        os.write(a.fd_out, b'{"ok": true, "stage": "imported"}\n')
+        line = rin.readline()
+        if not line:
+            return 0  # the parent closed the pipe: a discarded spare
+        if json.loads(line).get("cmd") == "warm_cuda":
+            _warm_cuda()
+            os.write(a.fd_out, b'{"ok": true, "stage": "cuda"}\n')
+        else:
+            first = [line]  # not the go: an ordinary command (or the exit), handled below
+    for line in itertools.chain(first, rin):
         msg = json.loads(line)
         if msg.get("cmd") == "exit":
             break

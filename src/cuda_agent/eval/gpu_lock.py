@@ -27,7 +27,7 @@ used the GPU since `since_s` (NVML through pynvml, where installed), so a timing
 outside work can carry a warning.
 
 Not guaranteed: exclusion from processes that do not take the lock (another program's jobs,
-an older cuda-agent, a spare child's CUDA start-up), hence `foreign_work`; fairness between
+an older cuda-agent, a child started without `eval.warm`'s gate), hence `foreign_work`; fairness between
 waiters of one kind (flock has none; the gate only puts a timing ahead of later shared takers).
 """
 

@@ -124,7 +124,7 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
             break
     res = classify_environment(res)  # a machine that cannot build: env_error, no reward, not cached
     if cfg.spare_children and gpu is not None:
-        warm.prepare(cfg, cand.task.precision)  # the next evaluation's children warm while the caller is idle
+        warm.prepare(cfg, cand.task.precision, gpu.key)  # the next evaluation's children warm while the caller is idle
     if cache is not None and res.status not in (Status.TIMEOUT, Status.NO_GPU, Status.ENV_ERROR) and not res.unstable:
         cache.put(rkey, res.to_dict())
     return res
@@ -169,7 +169,7 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
             if cfg.spare_children:
                 # the next evaluation's pair starts now, not when this one ends: back-to-back
                 # evaluations (an agent that edits at once) otherwise wait ~1 s for CUDA start-up
-                warm.prepare(cfg, cand.task.precision)
+                warm.prepare(cfg, cand.task.precision, gpu.key)
             res.defences["sandbox"] = pair.sandbox
         seeds = _Seeds.draw(cfg)
         if pair is not None:

@@ -179,6 +179,11 @@ class Child:
         except P.ProtocolError as e:
             return self._fail("protocol", f"{self.role} sent a malformed reply: {e}"[:600])
 
+    def receive_raw(self, timeout: float, cmd: str) -> dict[str, Any] | ChildFailure:
+        """The next line as a dict, not validated: a reply outside `protocol` (a spare's start-up
+        stages, eval.warm) or of a child `module` with its own protocol."""
+        return self._receive_raw(timeout, cmd)
+
     def _receive_raw(self, timeout: float, cmd: str) -> dict[str, Any] | ChildFailure:
         try:
             return self._next_line(timeout, cmd)

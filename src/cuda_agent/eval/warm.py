@@ -8,10 +8,13 @@ Contract:
   used none) when that spare was made for an equal `spec` and both its
   processes are alive; otherwise a new pair. A pair serves one evaluation only:
   a candidate child has run candidate code and is never reused.
-- `prepare(cfg, precision)` starts the spare unless a live one of that spec is
-  waiting (at most one per process; one of another spec is closed). Starting is a Popen: the children import torch, start CUDA
+- `prepare(cfg, precision, gpu_key)` starts the spare unless a live one of that spec is
+  waiting (at most one per process; one of another spec is closed). Starting is a Popen: the children import torch
   and pay the op log's first use on their own, while the caller is idle (the
-  agent's model turn, a pool worker taking its next job). On an H200 that
+  agent's model turn, a pool worker taking its next job); then a thread of this
+  process lets them create their CUDA contexts under a shared hold of the GPU's
+  lock (`_go`), so that no context is created next to a timing; `pair_for`
+  waits for that start-up to end before it hands the spare out. On an H200 that
   start-up was 2-3 s of an evaluation's critical path, more than the nvcc
   build it overlapped; a spare started only when the last evaluation ended
   still cost back-to-back evaluations ~1 s. So for a while two pairs (four
@@ -40,7 +43,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from cuda_agent.eval.procs import Child, scrubbed_env
+from cuda_agent.eval import gpu_lock
+from cuda_agent.eval.procs import Child, ChildFailure, scrubbed_env
 from cuda_agent.sandbox import Sandbox, profile_for
 from cuda_agent.sandbox.env import shared_lock_dir
 from cuda_agent.task.workspace import cache_root
@@ -117,15 +121,67 @@ class Pair:
     cnd_io: Path  # where the candidate writes its output files
     sandbox: str  # the sandbox's word for the record
     _stack: ExitStack = field(repr=False)
+    _warming: threading.Thread | None = field(default=None, repr=False)  # a spare's CUDA start-up (_go)
 
     def alive(self) -> bool:
         return self.ref.alive() and self.cnd.alive()
 
+    def ready(self) -> bool:
+        """Wait for a spare's CUDA start-up to end; whether both children live."""
+        if self._warming is not None:
+            self._warming.join()
+            self._warming = None
+        return self.alive()
+
     def close(self) -> None:
+        if self._warming is not None:  # killed children end the thread's wait for their replies
+            self.ref.kill()
+            self.cnd.kill()
+            self._warming.join(timeout=10)
         self._stack.close()
 
 
-def spawn(cfg: Any, precision: str) -> Pair:
+GO_TIMEOUT_S = 300.0  # a child's torch import, or its CUDA start-up, that takes longer is given up on
+
+
+def _go(pair: Pair, gpu_key: str, wait_s: float) -> None:
+    """A spare's CUDA start-up, in a thread of the process that will use it. The children import
+    torch on their own (CPU work) and say so; then, under a shared hold of the GPU's lock
+    (`gpu_lock.untimed`), they create their CUDA contexts and warm the digest path: never while
+    an evaluation times on that GPU, and a timing that asks meanwhile waits for it to end. A spare
+    started at an evaluation's beginning otherwise created its contexts during that evaluation's
+    timed calls, or another pool slot's (the likeliest cause of the extra timing rounds on the
+    H200, 2026-12-04: none in 4 evaluations whose spare started after them). A failure kills the
+    children: `pair_for` then starts a new pair."""
+    kids = (pair.ref, pair.cnd)
+    try:
+        for kid in kids:
+            if isinstance(kid.receive_raw(GO_TIMEOUT_S, "imported"), ChildFailure):
+                raise RuntimeError(f"{kid.role} did not start")
+        with gpu_lock.untimed(gpu_key, wait_s):
+            for kid in kids:
+                if kid.send({"cmd": "warm_cuda"}) is not None:
+                    raise RuntimeError(f"{kid.role} exited")
+            for kid in kids:
+                if isinstance(kid.receive_raw(GO_TIMEOUT_S, "warm_cuda"), ChildFailure):
+                    raise RuntimeError(f"{kid.role} failed to start CUDA")
+    except Exception:  # noqa: BLE001 - a spare that cannot start is replaced, never used
+        for kid in kids:
+            kid.kill()
+
+
+def spawn(cfg: Any, precision: str, gpu_key: str | None = None) -> Pair:
+    """A new pair. With `gpu_key` (a spare), CUDA starts under the GPU's lock (`_go`); without, at
+    once, overlapping the caller's build (the evaluation then needs the children soon)."""
+    pair = _spawn(cfg, precision, gated=gpu_key is not None and cfg.device == "cuda")
+    if gpu_key is not None and cfg.device == "cuda":
+        pair._warming = threading.Thread(target=_go, args=(pair, gpu_key, cfg.gpu_lock_wait_s), daemon=True,
+                                         name="spare-cuda-start")
+        pair._warming.start()
+    return pair
+
+
+def _spawn(cfg: Any, precision: str, gated: bool) -> Pair:
     stack = ExitStack()
     try:
         tmp = Path(stack.enter_context(scratch_dir()))
@@ -139,9 +195,10 @@ def spawn(cfg: Any, precision: str) -> Pair:
             io[role] = rw[0]
             # cwd: the pair's own scratch; `setup` moves into the staged candidate dir
             kids[role] = Child(role, cwd=tmp, env=role_env, log_path=logs / f"{role}.log",
-                               warm_cuda=cfg.device == "cuda",
+                               warm_cuda=cfg.device == "cuda" and not gated,
                                wrap=partial(box.wrap, writable=rw) if box is not None and role == "candidate" else None,
-                               child_args=("--warm-oplog",) if cfg.runtime_guards and role == "candidate" else ())
+                               child_args=(("--warm-oplog",) if cfg.runtime_guards and role == "candidate" else ())
+                               + (("--warm-cuda-on-go",) if gated else ()))
             stack.callback(kids[role].close)
         return Pair(spec(cfg, precision), kids["reference"], kids["candidate"], io["candidate"], word, stack)
     except BaseException:
@@ -190,14 +247,20 @@ _slot: SpareSlot[Pair] = SpareSlot()
 
 
 def pair_for(cfg: Any, precision: str) -> Pair:
-    """The spare when it fits and lives, else a new pair; the caller closes it."""
-    return _slot.take(spec(cfg, precision), lambda: spawn(cfg, precision))
+    """The spare when it fits and lives (once its CUDA start-up has ended), else a new pair; the
+    caller closes it."""
+    pair = _slot.take(spec(cfg, precision), lambda: spawn(cfg, precision))
+    if pair.ready():
+        return pair
+    pair.close()
+    return spawn(cfg, precision)
 
 
-def prepare(cfg: Any, precision: str) -> None:
+def prepare(cfg: Any, precision: str, gpu_key: str | None = None) -> None:
     """Have a spare for this spec: keep a live one that fits (an evaluation that used no
-    children, such as the compile phase, leaves it warm), else start one in place of it."""
-    _slot.prepare(spec(cfg, precision), lambda: spawn(cfg, precision))
+    children, such as the compile phase, leaves it warm), else start one in place of it. With
+    `gpu_key` its CUDA start-up waits for that GPU's timed sections (`_go`)."""
+    _slot.prepare(spec(cfg, precision), lambda: spawn(cfg, precision, gpu_key))
 
 
 def discard() -> None:
