@@ -32,6 +32,9 @@ class FakePair:
     def alive(self) -> bool:
         return not self.closed
 
+    def ready(self) -> bool:
+        return self.alive()
+
     def close(self) -> None:
         self.closed = True
 
@@ -40,7 +43,7 @@ class FakePair:
 def events(monkeypatch):
     log: list[tuple[str, object]] = []
 
-    def spawn(cfg, precision):
+    def spawn(cfg, precision, gpu_key=None):
         log.append(("spawn", FakePair(warm.spec(cfg, precision))))
         return log[-1][1]
 
