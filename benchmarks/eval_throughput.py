@@ -21,9 +21,10 @@ when its share is used, and writes every result to $OUT/eval_throughput.json as 
    most `--window` jobs in flight (default: slots + 2, so one runs while the next two build), until
    the deadline less the time the jobs still in flight need to drain.
 Evaluations per GPU-hour = evaluations / (wall hours x GPUs). The phase split sums each result's
-`phases_s` (top-level keys; `reference.setup` is the part of `reference` spent waiting for the
-reference child to start and build the task's model after the build, i.e. child start-up on the
-critical path) against the mode's GPU-seconds: a GPU slot's busy time is measured per job (from
+`phases_s` (top-level keys; child start-up on the critical path is `children`, the wait for the
+evaluation's pair of children (a spare still starting, or a new pair's spawn), plus
+`reference.setup`, the part of `reference` spent waiting for the reference child to start and
+build the task's model after the build) against the mode's GPU-seconds: a GPU slot's busy time is measured per job (from
 the moment the pool's slot takes it until its result), "idle" is the rest, and "other" is busy
 time no phase accounts for (staging, static checks, child spawn, cleanup). The CPU side: the
 compile phase of the serial evaluations (nvcc on the critical path) and the static checks.
@@ -365,13 +366,16 @@ def phase_split(rows: list[Row], gpu_seconds: float) -> tuple[list[tuple[str, fl
         for k, v in r.phases_s.items():
             keys[k] = keys.get(k, 0.0) + v
     top = {k: v for k, v in keys.items() if "." not in k}
+    # child start-up on the critical path: waiting for the pair ("children": a spare still starting
+    # CUDA under the GPU's lock, or a new pair's spawn) and the reference's set-up reply
     setup = keys.get("reference.setup", 0.0)
-    out, used = [], set()
+    pair_wait = top.get("children", 0.0)
+    out, used = [], {"children"}
     for name, members in GROUPS:
         sec = sum(top.get(m, 0.0) for m in members) - (setup if "reference" in members else 0.0)
         out.append((name, sec))
         used.update(members)
-    out.insert(2, ("child start-up (reference.setup)", setup))
+    out.insert(2, ("child start-up (children, reference.setup)", setup + pair_wait))
     busy = sum(r.busy_s for r in rows)
     unlisted = sum(v for k, v in top.items() if k not in used)
     out.append(("other (staging, checks, spawn, cleanup)", max(0.0, busy - sum(top.values())) + unlisted))

@@ -25,15 +25,15 @@ def row(busy: float, phases: dict[str, float], status: str = "ok", correct: bool
 
 def test_phase_split_adds_up_to_the_gpu_seconds_and_moves_child_start_up_out_of_reference():
     rows = [
-        row(14.0, {"compile": 1.0, "reference": 3.0, "reference.setup": 1.0, "load": 0.5, "verify": 1.5, "verify.call": 1.2,
+        row(14.5, {"children": 0.5, "compile": 1.0, "reference": 3.0, "reference.setup": 1.0, "load": 0.5, "verify": 1.5, "verify.call": 1.2,
                    "timing": 4.0, "trusted_clock": 1.0, "compare": 1.0, "compare.load": 0.4, "burst_check": 0.25,
                    "sanitize_memcheck": 0.5}),
         row(0.0, {"compile": 5.0}, status="compile_error", correct=False),  # settled on the farm: no GPU time
     ]
-    split, keys = bench.phase_split(rows, 20.0)
+    split, keys = bench.phase_split(rows, 20.5)
     got = dict(split)
     assert got["compile (the build, on the GPU's path)"] == 1.0
-    assert got["child start-up (reference.setup)"] == 1.0
+    assert got["child start-up (children, reference.setup)"] == 1.5  # the wait for the pair, and the set-up
     assert got["reference (its runs; start-up below)"] == 2.0
     assert got["candidate (load, verify, shape probe)"] == 2.0
     assert got["timing (timed calls, trusted clock)"] == 5.0
@@ -41,7 +41,7 @@ def test_phase_split_adds_up_to_the_gpu_seconds_and_moves_child_start_up_out_of_
     assert got["compare (outputs; burst digests)"] == 1.25
     assert got["other (staging, checks, spawn, cleanup)"] == pytest.approx(1.75)  # 14 - 12.75 unbooked + 0.5 unlisted
     assert got["idle (no evaluation on the GPU)"] == 6.0
-    assert sum(got.values()) == pytest.approx(20.0)
+    assert sum(got.values()) == pytest.approx(20.5)
     assert keys["compile"] == 1.0 and keys["verify.call"] == 1.2  # the gated job's phases are not the GPU's
 
 

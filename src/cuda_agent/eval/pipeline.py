@@ -163,7 +163,11 @@ def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, r
             stack.callback(share.close)
             # Both children start before the build (or were started as the spare at the end of
             # this process's last evaluation): their torch import and CUDA start-up overlap it.
+            t_pair = time.monotonic()
             pair = warm.pair_for(cfg, cand.task.precision)
+            # waiting for a spare still starting (its CUDA start-up waits for the GPU's timed sections),
+            # or for a new pair's spawn: child start-up on the critical path (benchmarks/eval_throughput.py)
+            _book(res, "children", t_pair)
             stack.callback(pair.close)
             pair.ref.share = pair.cnd.share = share
             if cfg.spare_children:
