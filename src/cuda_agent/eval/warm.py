@@ -137,11 +137,12 @@ class Pair:
         if self._warming is not None:  # killed children end the thread's wait for their replies
             self.ref.kill()
             self.cnd.kill()
-            self._warming.join(timeout=10)
+            self._warming.join(timeout=2)  # a thread still waiting for the lock is a daemon: it ends with us
         self._stack.close()
 
 
-GO_TIMEOUT_S = 300.0  # a child's torch import, or its CUDA start-up, that takes longer is given up on
+GO_TIMEOUT_S = 300.0  # a child's torch import (no lock held) that takes longer is given up on
+CUDA_START_S = 60.0  # its CUDA start-up, under the GPU's shared lock (every timing on that GPU waits)
 
 
 def _go(pair: Pair, gpu_key: str, wait_s: float) -> None:
@@ -163,7 +164,7 @@ def _go(pair: Pair, gpu_key: str, wait_s: float) -> None:
                 if kid.send({"cmd": "warm_cuda"}) is not None:
                     raise RuntimeError(f"{kid.role} exited")
             for kid in kids:
-                if isinstance(kid.receive_raw(GO_TIMEOUT_S, "warm_cuda"), ChildFailure):
+                if isinstance(kid.receive_raw(CUDA_START_S, "warm_cuda"), ChildFailure):
                     raise RuntimeError(f"{kid.role} failed to start CUDA")
     except Exception:  # noqa: BLE001 - a spare that cannot start is replaced, never used
         for kid in kids:
