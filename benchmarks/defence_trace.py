@@ -75,7 +75,9 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=3, help="evaluations counted per mode (after one uncounted)")
     ap.add_argument("--gap", type=float, default=3.0, help="idle seconds before each evaluation")
     ap.add_argument("--example", default="diag_matmul")
-    ap.add_argument("--modes", default="on,off", help="comma-separated: on, off, on-late, off-late")
+    ap.add_argument("--modes", default="on,off",
+                    help="comma-separated: on, off, with -late (the spare starts after the evaluation) or "
+                         "-p10p90 (EvalConfig.round_spread) appended")
     ap.add_argument("--timeline", action="store_true", help="print the median evaluation's requests in order")
     a = ap.parse_args()
     if detect() is None:
@@ -88,7 +90,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         real_prepare = warm.prepare
         for mode in a.modes.split(","):
-            kw = OFF if mode.startswith("off") else {}
+            kw: dict[str, object] = dict(OFF) if mode.startswith("off") else {}
+            if "p10p90" in mode:  # rounds bounded by the p10-p90 spread, not the CV (EvalConfig.round_spread)
+                kw["round_spread"] = "p10p90"
             # "-late": the next evaluation's spare starts after this one ends, not while it runs (does a
             # spare's start-up next to the timed calls cost timing rounds?)
             late = mode.endswith("-late")

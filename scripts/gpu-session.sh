@@ -31,6 +31,8 @@
 #   Q: where an evaluation's seconds go with and without the defences (benchmarks/defence_trace.py),
 #      then the defences' cost over 5 evaluations in gpu_check (no red team)                ~5 min
 #   O: the defences' cost with spare children only, over 8 evaluations per side        ~3 min
+#   V: the round criterion A/B: the trace with the defences on and off, each with rounds bounded by
+#      the CV and by the p10-p90 spread, then the defences' cost (spares, N=8) under p10p90   ~6 min
 #   R: the timing GPU tests and the red team (no examples, no overhead)                   ~5 min
 # pytest -m gpu needs the openai wheels and J's RL smoke TRL's: make .whl with scripts/device-wheels.sh
 # (registry access needed) and carry it.
@@ -90,6 +92,11 @@ case "${1:-}" in
        | tee "$OUT/q.log" | grep -vE "^overhead (on|off|no_clock)" | cut -c1-220 | tail -12 ;;
   O) timeout 300 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-pytest --skip-examples --overhead 8 \
        --overhead-spares-only 2>&1 | quiet | tee "$OUT/o.log" | grep -vE "^overhead (on|off)" | cut -c1-220 | tail -10 ;;
+  V) timeout 200 python3 benchmarks/defence_trace.py --n 5 --gap 3 --modes on,off,on-p10p90,off-p10p90 2>&1 | quiet \
+       | tee "$OUT/trace.txt" | grep -E "^(on|off)" | cut -c1-200
+     timeout 240 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-pytest --skip-examples --overhead 8 \
+       --overhead-spares-only --overhead-spread p10p90 2>&1 | quiet | tee "$OUT/v.log" | grep -vE "^overhead (on|off)" \
+       | cut -c1-220 | tail -10 ;;
   R) timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_seed_all.py tests/test_timing_hold.py 2>&1 | tail -2
      timeout 500 bash scripts/gpu-check.sh --skip-faults --skip-pytest --skip-examples --jobs 12 2>&1 | quiet \
        | tee "$OUT/r.log" | cut -c1-200 | tail -30 ;;
@@ -99,5 +106,5 @@ case "${1:-}" in
        | tee "$OUT/p1.log" | tail -4
      timeout 405 python3 benchmarks/eval_throughput.py --kernelbench .kb --export-cache --deadline-s 395 2>&1 \
        | quiet | tee "$OUT/k.log" | tail -34 ;;
-  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|O|Q|R|K3|P" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|O|Q|R|V|K3|P" >&2; exit 2 ;;
 esac

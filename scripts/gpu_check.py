@@ -227,6 +227,8 @@ def main() -> int:
     ap.add_argument("--overhead-gap", type=float, default=3.0, metavar="S",
                     help="idle seconds before each evaluation with spare children (the agent's turn; default 3): "
                          "back to back, a ~1.5 s evaluation finds every other spare still starting (2-3 s)")
+    ap.add_argument("--overhead-spread", choices=("cv", "p10p90"), default="cv",
+                    help="EvalConfig.round_spread of the overhead evaluations (both sides)")
     ap.add_argument("--overhead-spares-only", action="store_true",
                     help="measure the defences' cost only with spare children (issue 16's setting), not with fresh ones")
     a = ap.parse_args()
@@ -351,7 +353,7 @@ def main() -> int:
         def one(mode: str, k: int, count: bool = True, **kw: object) -> None:
             ws = workspace(good / "task.py", good / "solution", work / f"overhead_{mode}_{k}")
             t0 = time.monotonic()
-            r = evaluate_workspace(ws, config=EvalConfig(reuse_results=False, **kw))
+            r = evaluate_workspace(ws, config=EvalConfig(reuse_results=False, round_spread=a.overhead_spread, **kw))
             if count:
                 overhead.setdefault(mode, []).append(time.monotonic() - t0)
                 overhead.setdefault(f"{mode}:held", []).append(r.gpu_held_s)  # the GPU held alone

@@ -29,7 +29,7 @@ from cuda_agent.sandbox import probe
 
 META = {"tensor": True, "plain": True, "dtype": "float32", "shape": [2, 3], "device": "cpu", "contiguous": True,
         "nbytes": 24, "aliases_input": False}
-STATS = {"median_ms": 1.0, "mean_ms": 1.1, "min_ms": 0.9, "cv": 0.01, "n": 50, "rounds": 1, "host_over_event": 1.0,
+STATS = {"median_ms": 1.0, "mean_ms": 1.1, "min_ms": 0.9, "cv": 0.01, "spread": 0.01, "n": 50, "rounds": 1, "host_over_event": 1.0,
          "probe_ms": 1.0, "enqueue_ms": 0.01, "hold_ms": 0.05}
 
 

@@ -28,7 +28,7 @@ from cuda_agent import __version__
 from cuda_agent.eval.config import EvalConfig
 
 # the settings a reader needs to interpret the numbers (the rest are budgets and switches)
-SETTINGS = ("device", "n_correctness", "n_timed", "n_warmup", "max_cv", "max_rounds", "n_timing_sets",
+SETTINGS = ("device", "n_correctness", "n_timed", "n_warmup", "max_cv", "round_spread", "max_rounds", "n_timing_sets",
             "fresh_timing_inputs", "n_checked_timed", "compile_baseline", "runtime_guards", "shape_probe",
             "side_stream_guard", "sandbox", "sanitize", "arch")
 

@@ -303,7 +303,7 @@ def cmd_time(st: State, req: P.Time) -> dict[str, Any]:
         fn, input_sets, clock="cuda" if st.device.type == "cuda" else "host", n_warmup=req.n_warmup, n_timed=req.n_timed,
         max_cv=req.max_cv, max_rounds=req.max_rounds, before_call=lambda: poison(st),
         fresh_inputs=fresh, checked=req.checked if req.out_dir else [], kept=kept,
-        sync_before_end=req.sync_before_end,
+        sync_before_end=req.sync_before_end, spread=req.spread,
     )
     reply: dict[str, Any] = {"stats": _hijack_stats(stats) if st.role == "candidate" else stats, "outputs": []}
     # where the request's seconds went (the whole request holds the GPU alone in the parent)

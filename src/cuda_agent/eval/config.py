@@ -22,7 +22,10 @@ class EvalConfig:
     # timing
     n_warmup: int = 5
     n_timed: int = 50  # timed calls per round (median taken)
-    max_cv: float = 0.05  # re-measure while the coefficient of variation is above this
+    max_cv: float = 0.05  # re-measure while the round's spread is above this
+    # the spread max_cv bounds: "cv" (std / mean) or "p10p90" ((p90 - p10) / (2.563 median): not moved
+    # by a few outlier calls, which cost short kernels whole extra rounds; timing.time_calls)
+    round_spread: Literal["cv", "p10p90"] = "cv"
     max_rounds: int = 3
     n_timing_sets: int = 2  # input sets rotated through during timing, outputs re-checked
     # time budgets, seconds, per phase

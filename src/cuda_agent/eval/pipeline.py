@@ -118,7 +118,8 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
     res = _attempt(cand, cfg, tmp, gpu, res, cache)
     for _ in range(cfg.retry_unstable if res.unstable else 0):
         again = _attempt(cand, cfg, tmp, gpu, _new_result(cand, gpu), cache)
-        if not again.unstable or (again.timing and res.timing and again.timing.cv < res.timing.cv):
+        if not again.unstable or (again.timing and res.timing
+                                  and again.timing.spread_by(cfg.round_spread) < res.timing.spread_by(cfg.round_spread)):
             res = again  # the steadier look counts
         if not res.unstable:
             break

@@ -94,6 +94,7 @@ class Time:
     checked: list[float] = field(default_factory=list)  # fractions of a round: the parent picks the checked calls
     sync_before_end: bool = False
     compiled: bool = False
+    spread: str = "cv"  # what a round's max_cv bounds: "cv" or "p10p90" (timing.time_calls)
     cmd: str = "time"
 
 
@@ -305,7 +306,7 @@ def _split(obj: Any, where: str) -> dict[str, float]:
     return {_str(k, where, 40): _num(v, f"{where}.{k}", 0.0, 1e6) for k, v in obj.items()}  # type: ignore[misc]
 
 
-_STAT_KEYS = {"median_ms", "mean_ms", "min_ms", "cv", "n", "rounds", "host_over_event", "probe_ms", "enqueue_ms", "hold_ms"}
+_STAT_KEYS = {"median_ms", "mean_ms", "min_ms", "cv", "spread", "n", "rounds", "host_over_event", "probe_ms", "enqueue_ms", "hold_ms"}
 
 
 def _stats(obj: Any, where: str) -> dict[str, Any]:

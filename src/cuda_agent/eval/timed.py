@@ -74,7 +74,7 @@ def time_request(cfg: EvalConfig, timing_seeds: list[int], out_dir: Path | None)
     fresh = secrets.randbits(62) if cfg.fresh_timing_inputs else None
     checked = [secrets.SystemRandom().random() for _ in range(cfg.n_checked_timed)] if out_dir is not None else []
     return P.Time(timing_seeds, cfg.n_warmup, cfg.n_timed, cfg.max_cv, cfg.max_rounds, fresh_seed=fresh,
-                  out_dir=str(out_dir) if out_dir is not None else None, checked=checked)
+                  out_dir=str(out_dir) if out_dir is not None else None, checked=checked, spread=cfg.round_spread)
 
 
 def time_candidate(cnd: Child, res: EvalResult, cfg: EvalConfig, req: P.Time) -> P.TimeReply:
@@ -103,7 +103,7 @@ def _retime_synced(cnd: Child, res: EvalResult, cfg: EvalConfig, req: P.Time) ->
     assert res.timing is not None
     first = res.timing
     again = P.Time(req.seeds, req.n_warmup, req.n_timed, req.max_cv, req.max_rounds, fresh_seed=req.fresh_seed,
-                   sync_before_end=True)
+                   sync_before_end=True, spread=req.spread)
     reply = cnd.request(again, cfg.timing_timeout)
     if (why := failure(reply)) is not None or not isinstance(reply, P.TimeReply):
         raise finish(res, Status.RUNTIME_ERROR, f"re-timing with a device synchronize failed: {why}"[:600])
@@ -253,7 +253,8 @@ def check_timed_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task
 
 def baseline_key(cfg: EvalConfig, res: EvalResult, req: P.Time) -> str:
     return (f"baseline/{res.task_hash}/{res.gpu}/{res.torch}/{res.precision}/{cfg.compile_baseline}/"
-            f"{cfg.n_timing_sets}x{cfg.n_timed}/{cfg.max_cv}/{TIMING_PROTOCOL}" + ("/fresh" if req.fresh_seed is not None else ""))
+            f"{cfg.n_timing_sets}x{cfg.n_timed}/{cfg.max_cv}/{TIMING_PROTOCOL}" + ("/fresh" if req.fresh_seed is not None else "")
+            + ("" if cfg.round_spread == "cv" else f"/{cfg.round_spread}"))
 
 
 def build_compiled(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: KVCache | None) -> bool | None:
@@ -289,7 +290,8 @@ def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: 
         res.cache["baselines"] = True
         return
     res.cache["baselines"] = False
-    base = P.Time(req.seeds, req.n_warmup, req.n_timed, req.max_cv, req.max_rounds, fresh_seed=req.fresh_seed)
+    base = P.Time(req.seeds, req.n_warmup, req.n_timed, req.max_cv, req.max_rounds, fresh_seed=req.fresh_seed,
+                  spread=req.spread)
     res.eager_timing = TimingStats.from_dict(ask(ref, res, base, cfg.baseline_timeout, "baseline_eager", P.TimeReply).stats)
     if cfg.compile_baseline and built is not False:
         t0 = time.monotonic()
@@ -311,11 +313,13 @@ def flag_unstable(res: EvalResult, cfg: EvalConfig) -> None:
     CPU lane, whose host-clock times mean nothing and are as noisy as the machine."""
     if cfg.device != "cuda":
         return
+    how = cfg.round_spread
     shaky = [(name, t) for name, t in (("the candidate", res.timing), ("eager", res.eager_timing),
-                                       ("torch.compile", res.compile_timing)) if t is not None and t.cv > cfg.max_cv]
+                                       ("torch.compile", res.compile_timing)) if t is not None and t.spread_by(how) > cfg.max_cv]
     if shaky:
         res.unstable = True
-        what = ", ".join(f"{name} (cv {t.cv:.3f} after {t.rounds} rounds)" for name, t in shaky)
+        word = "cv" if how == "cv" else "p10-p90 spread"
+        what = ", ".join(f"{name} ({word} {t.spread_by(how):.3f} after {t.rounds} rounds)" for name, t in shaky)
         res.findings.append(Finding("timing-unstable", f"timing spread above {cfg.max_cv:.0%}: {what}; the times and the "
                                     "reward may be off (is something else using the GPU?)", Severity.WARN))
 
