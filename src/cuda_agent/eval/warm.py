@@ -151,8 +151,10 @@ def _go(pair: Pair, gpu_key: str, wait_s: float) -> None:
     (`gpu_lock.untimed`), they create their CUDA contexts and warm the digest path: never while
     an evaluation times on that GPU, and a timing that asks meanwhile waits for it to end. A spare
     started at an evaluation's beginning otherwise created its contexts during that evaluation's
-    timed calls, or another pool slot's (the likeliest cause of the extra timing rounds on the
-    H200, 2026-12-04: none in 4 evaluations whose spare started after them). A failure kills the
+    timed calls, or another pool slot's. (On the H200, 2026-12-04, 4 of 4 evaluations whose spare
+    started after them timed in one round, but with this gate extra rounds still came on both sides
+    of the defences' comparison: they are mostly single outlier calls, see timing's `round_spread`.
+    What the gate surely removes is work that no timing should have beside it.) A failure kills the
     children: `pair_for` then starts a new pair."""
     kids = (pair.ref, pair.cnd)
     try:
