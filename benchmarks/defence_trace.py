@@ -18,6 +18,8 @@ Usage (GPU machine, repository root):
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import statistics
 import sys
 import tempfile
@@ -78,6 +80,8 @@ def main() -> int:
     ap.add_argument("--modes", default="on,off",
                     help="comma-separated: on, off, with -late (the spare starts after the evaluation) or "
                          "-p10p90 (EvalConfig.round_spread) appended")
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile the first mode's last evaluation: where the parent's own time goes (waits left out)")
     ap.add_argument("--timeline", action="store_true", help="print the median evaluation's requests in order")
     a = ap.parse_args()
     if detect() is None:
@@ -86,6 +90,7 @@ def main() -> int:
     ex = ROOT / "examples" / a.example
     tr = Trace()
     tr.install()
+    profiled: cProfile.Profile | None = None
     runs: dict[str, list[tuple[float, list[tuple[float, str, str, str, float]], list[tuple[int, float]]]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         real_prepare = warm.prepare
@@ -104,8 +109,14 @@ def main() -> int:
                 cfg = EvalConfig(reuse_results=False, spare_children=True, **kw)
                 tr.events, tr.bursts, tr.t0 = [], [], time.monotonic()
                 warm.prepare = (lambda *_: None) if late else real_prepare  # type: ignore[assignment]
+                prof = cProfile.Profile() if a.profile and k == a.n and mode == a.modes.split(",")[0] else None
+                if prof is not None:
+                    prof.enable()
                 r = evaluate_workspace(ws, config=cfg)
                 wall = time.monotonic() - tr.t0
+                if prof is not None:
+                    prof.disable()
+                    profiled = prof
                 warm.prepare = real_prepare
                 if late:
                     real_prepare(cfg, r.precision or "fp32")
@@ -140,6 +151,14 @@ def main() -> int:
         bs = [b for *_, bl in rs for b in bl]
         if bs:
             print(f"  candidate bursts: k {sorted({k for k, _ in bs})}, seconds " + ", ".join(f"{s:.4f}" for _, s in bs))
+    if a.profile and profiled is not None:
+        # the parent's own seconds: functions by their own time, the waits for replies (select) left out
+        st = pstats.Stats(profiled)
+        rows = sorted(((v[2], f"{Path(f).name}:{ln}({fn})") for (f, ln, fn), v in st.stats.items()  # type: ignore[attr-defined]
+                       if fn not in ("select", "<built-in method select.select>")), reverse=True)
+        print("\nparent's own time in the profiled evaluation (seconds, top 20 by own time, waits left out):")
+        for sec, where in rows[:20]:
+            print(f"  {sec:7.4f} {where}")
     if a.timeline:
         for mode, rs in runs.items():
             w, ev, _ = sorted(rs, key=lambda x: x[0])[len(rs) // 2]
