@@ -32,7 +32,8 @@
 #      then the defences' cost over 5 evaluations in gpu_check (no red team)                ~5 min
 #   O: the defences' cost with spare children only, over 8 evaluations per side        ~3 min
 #   V: the round criterion A/B: the trace with the defences on and off, each with rounds bounded by
-#      the CV and by the p10-p90 spread, then the defences' cost (spares, N=8) under p10p90   ~6 min
+#      the CV and by the p10-p90 spread (and the parent's own time, profiled), then the defences'
+#      cost (spares, N=8) under p10p90                                                      ~6 min
 #   R: the timing GPU tests and the red team (no examples, no overhead)                   ~5 min
 # pytest -m gpu needs the openai wheels and J's RL smoke TRL's: make .whl with scripts/device-wheels.sh
 # (registry access needed) and carry it.
@@ -92,8 +93,8 @@ case "${1:-}" in
        | tee "$OUT/q.log" | grep -vE "^overhead (on|off|no_clock)" | cut -c1-220 | tail -12 ;;
   O) timeout 300 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-pytest --skip-examples --overhead 8 \
        --overhead-spares-only 2>&1 | quiet | tee "$OUT/o.log" | grep -vE "^overhead (on|off)" | cut -c1-220 | tail -10 ;;
-  V) timeout 200 python3 benchmarks/defence_trace.py --n 5 --gap 3 --modes on,off,on-p10p90,off-p10p90 2>&1 | quiet \
-       | tee "$OUT/trace.txt" | grep -E "^(on|off)" | cut -c1-200
+  V) timeout 200 python3 benchmarks/defence_trace.py --n 5 --gap 3 --modes on,off,on-p10p90,off-p10p90 --profile 2>&1 \
+       | quiet | tee "$OUT/trace.txt" | cut -c1-200 | tail -60
      timeout 240 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-pytest --skip-examples --overhead 8 \
        --overhead-spares-only --overhead-spread p10p90 2>&1 | quiet | tee "$OUT/v.log" | grep -vE "^overhead (on|off)" \
        | cut -c1-220 | tail -10 ;;
