@@ -380,3 +380,46 @@ def test_a_child_books_each_request_to_the_share_it_was_sent_under(tmp_path):
     finally:
         child.close()
     assert share.depth == 0
+
+
+class _FakeNVML:
+    """pynvml's calls that foreign_work makes, counted."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self) -> None:
+        self.inits = 0
+        self.fail_handle = False
+
+    def nvmlInit(self) -> None:
+        self.inits += 1
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
+        if self.fail_handle:
+            raise RuntimeError("driver reset")
+        return uuid
+
+    def nvmlDeviceGetProcessUtilization(self, h: str, since_us: int) -> list:
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(pid=2_000_000_000, smUtil=30), SimpleNamespace(pid=2_000_000_001, smUtil=0)]
+
+
+def test_foreign_work_initializes_nvml_once_per_process(monkeypatch):
+    import sys
+
+    fake = _FakeNVML()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(gpu_lock, "_nvml_pid", None)
+    assert gpu_lock.foreign_work("GPU-x", 0.0) == "pid 2000000000 at 30% SM"  # the idle one is not named
+    assert gpu_lock.foreign_work("GPU-x", 0.0) == "pid 2000000000 at 30% SM"
+    assert fake.inits == 1
+    monkeypatch.setattr(gpu_lock, "_nvml_pid", -1)  # as in a forked child: NVML's state is the parent's
+    gpu_lock.foreign_work("GPU-x", 0.0)
+    assert fake.inits == 2
+    fake.fail_handle = True  # a failure reports, and the next call initializes again
+    assert gpu_lock.foreign_work("GPU-x", 0.0).startswith("unavailable: RuntimeError")
+    fake.fail_handle = False
+    gpu_lock.foreign_work("GPU-x", 0.0)
+    assert fake.inits == 3

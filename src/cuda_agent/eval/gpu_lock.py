@@ -22,9 +22,9 @@ candidate process, so candidate code cannot take or hold these locks. Past `wait
 (`Held.exclusive` False, for a shared hold too): a stuck holder must not stall every evaluation.
 `Share` is how an evaluation takes `untimed`: only while one of its children has a request in
 flight, so a timing waits for GPU work under way, not for other evaluations' CPU-side steps.
-`foreign_work(uuid, since_s, ours)` names GPU processes that are not evaluation processes and
+`foreign_work(uuid, since_s)` names GPU processes that are not evaluation processes and
 used the GPU since `since_s` (NVML through pynvml, where installed), so a timing taken next to
-outside work can carry a warning.
+outside work can carry a warning (NVML initialized once per process, again after a fork).
 
 Not guaranteed: exclusion from processes that do not take the lock (another program's jobs,
 an older cuda-agent, a child started without `eval.warm`'s gate), hence `foreign_work`; fairness between
@@ -42,6 +42,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cuda_agent.sandbox.env import shared_lock_dir
 
@@ -193,15 +194,32 @@ def _is_evaluation(pid: int) -> bool:
     return b"cuda_agent" in cmd
 
 
+_nvml_pid: int | None = None  # the process that initialized NVML (a forked child must do it again)
+
+
+def _nvml() -> object:
+    """pynvml, initialized once per process: nvmlInit enumerates the machine's GPUs, and this runs
+    after every timed section (twice per evaluation) on the evaluation's critical path."""
+    global _nvml_pid
+    import pynvml  # type: ignore[import-not-found]
+
+    if _nvml_pid != os.getpid():
+        pynvml.nvmlInit()
+        _nvml_pid = os.getpid()
+    return pynvml
+
+
 def foreign_work(uuid: str, since_s: float) -> str | None:
     """Processes other than evaluations that ran on this GPU since `since_s` (time.time()), named
     in one line; None when there were none; "unavailable: why" without NVML."""
+    global _nvml_pid
     try:
-        import pynvml  # type: ignore[import-not-found]
+        pynvml: Any = _nvml()
     except ImportError:
         return "unavailable: pynvml (nvidia-ml-py) is not installed"
+    except Exception as e:  # noqa: BLE001 - NVML is advisory: its failure is a note, never an error
+        return f"unavailable: {type(e).__name__}: {e}"[:200]
     try:
-        pynvml.nvmlInit()
         h = pynvml.nvmlDeviceGetHandleByUUID(uuid)
         busy: dict[int, int] = {}
         try:
@@ -212,8 +230,6 @@ def foreign_work(uuid: str, since_s: float) -> str | None:
             pass
         foreign = {pid: u for pid, u in busy.items() if not _is_evaluation(pid)}
         return ", ".join(f"pid {pid} at {u}% SM" for pid, u in sorted(foreign.items())) or None
-    except Exception as e:  # noqa: BLE001 - NVML is advisory: its failure is a note, never an error
+    except Exception as e:  # noqa: BLE001
+        _nvml_pid = None  # initialize again next time: the library may have been reset under us
         return f"unavailable: {type(e).__name__}: {e}"[:200]
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
