@@ -12,7 +12,8 @@ timeline of the median evaluation.
 Nothing here is a defence or a pass/fail result: it only reads clocks around the evaluator's calls.
 
 Usage (GPU machine, repository root):
-  PYTHONPATH=src python3 benchmarks/defence_trace.py [--n 3] [--gap 3] [--timeline]
+  PYTHONPATH=src python3 benchmarks/defence_trace.py [--n 3] [--gap 3] [--timeline] [--profile]
+      [--modes on,off,on-p10p90,off-p10p90]   (-late: the spare starts after each evaluation)
 """
 
 from __future__ import annotations
