@@ -85,7 +85,8 @@ def main() -> int:
                     help="cProfile the first mode's last evaluation: where the parent's own time goes (waits left out)")
     ap.add_argument("--timeline", action="store_true", help="print the median evaluation's requests in order")
     a = ap.parse_args()
-    if detect() is None:
+    gpu = detect()
+    if gpu is None:
         print("defence_trace: no CUDA device", file=sys.stderr)
         return 2
     ex = ROOT / "examples" / a.example
@@ -120,7 +121,7 @@ def main() -> int:
                     profiled = prof
                 warm.prepare = real_prepare
                 if late:
-                    real_prepare(cfg, r.precision or "fp32")
+                    real_prepare(cfg, r.precision or "fp32", gpu.key)  # gated as the pipeline's own
                 t = r.timing
                 split = " ".join(f"{p[7:]} {v:.3f}" for p, v in sorted(r.phases_s.items()) if p.startswith("timing."))
                 print(f"{mode} #{k}: {r.status.value} reward {r.reward} {wall:.3f} s held {r.gpu_held_s:.3f} s; timing "
@@ -132,11 +133,11 @@ def main() -> int:
     sums: dict[str, dict[tuple[str, str, str], float]] = {}
     for mode, rs in runs.items():
         per: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-        for _, ev, _ in rs:
+        for wall, ev, _ in rs:
             tot: dict[tuple[str, str, str], float] = defaultdict(float)
             for _, role, cmd, ph, w in ev:
                 tot[(role, cmd, ph)] += w
-            tot[("parent", "-", "outside waits")] = _wall(rs, ev) - sum(w for *_, w in ev)
+            tot[("parent", "-", "outside waits")] = wall - sum(w for *_, w in ev)
             for key, v in tot.items():
                 per[key].append(v)
         sums[mode] = {key: statistics.median(v + [0.0] * (len(rs) - len(v))) for key, v in per.items()}
@@ -167,10 +168,6 @@ def main() -> int:
             for t, role, cmd, ph, d in ev:
                 print(f"  {t:7.3f} {role:9} {cmd:9} {ph:18} {d:7.3f}")
     return 0
-
-
-def _wall(rs: list[tuple[float, list, list]], ev: list) -> float:  # type: ignore[type-arg]
-    return next(w for w, e, _ in rs if e is ev)
 
 
 if __name__ == "__main__":

@@ -419,34 +419,33 @@ def main() -> int:
             on, off_ = statistics.median(overhead["on"]), statistics.median(overhead["off"])
             print(f"defences: one evaluation {on:.2f} s with, {off_:.2f} s without (median of {len(overhead['on'])}); "
                   f"they add {on - off_:.2f} s")
-        if overhead.get("no_clock") and overhead.get("on"):
-            nc = statistics.median(overhead["no_clock"])
-            print(f"trusted clock (issue 12): {on:.2f} s with, {nc:.2f} s without; it adds {on - nc:.2f} s")
-        if overhead.get("on+spares") and overhead.get("off+spares"):
-            ons, offs = statistics.median(overhead["on+spares"]), statistics.median(overhead["off+spares"])
-            print(f"defences with spare children (issue 16's setting): {ons:.2f} s with, {offs:.2f} s without; "
-                  f"they add {ons - offs:.2f} s ({100 * (ons - offs) / offs:+.0f} %; target <= +20 %)")
-            # what a GPU shared by evaluations (the pool's per_gpu slots) cannot overlap: the timed sections
-            hon, hoff = statistics.median(overhead["on+spares:held"]), statistics.median(overhead["off+spares:held"])
-            print(f"GPU held alone per evaluation (timed sections): {hon:.2f} s with the defences, {hoff:.2f} s "
-                  f"without ({100 * (hon - hoff) / max(hoff, 1e-9):+.0f} %)")
-            print("timing rounds per evaluation (1 unless the spread stayed over max_cv): "
-                  f"with {overhead.get('on+spares:rounds')}, without {overhead.get('off+spares:rounds')}")
-            # a repeated round (~0.15-0.3 s on this 21 us kernel) falls on either side by chance: the
-            # evaluations that timed in one round compare the defences without that lottery
-            one = {m: [w for w, n in zip(overhead[m], overhead[f"{m}:rounds"], strict=True) if n == 1]
-                   for m in ("on+spares", "off+spares")}
-            if one["on+spares"] and one["off+spares"]:
-                o1, f1 = statistics.median(one["on+spares"]), statistics.median(one["off+spares"])
-                print(f"  of them in one timing round: {o1:.2f} s with ({len(one['on+spares'])}), {f1:.2f} s without "
-                      f"({len(one['off+spares'])}): {100 * (o1 - f1) / f1:+.0f} %")
-            # where the difference is: the phases of the timed sections and the checks around them
-            keys = sorted({k for m in ("on+spares", "off+spares") for p in parts.get(m, []) for k in p})
-            med = {m: {k: statistics.median(p.get(k, 0.0) for p in parts.get(m, [{}])) for k in keys}
-                   for m in ("on+spares", "off+spares")}
-            diff = sorted(keys, key=lambda k: med["off+spares"][k] - med["on+spares"][k])
-            print("phases, median s with / without the defences (largest differences first): " + ", ".join(
-                f"{k} {med['on+spares'][k]:.3f}/{med['off+spares'][k]:.3f}" for k in diff[:12]))
+            if overhead.get("no_clock"):
+                nc = statistics.median(overhead["no_clock"])
+                print(f"trusted clock (issue 12): {on:.2f} s with, {nc:.2f} s without; it adds {on - nc:.2f} s")
+        ons, offs = statistics.median(overhead["on+spares"]), statistics.median(overhead["off+spares"])
+        print(f"defences with spare children (issue 16's setting): {ons:.2f} s with, {offs:.2f} s without; "
+              f"they add {ons - offs:.2f} s ({100 * (ons - offs) / offs:+.0f} %; target <= +20 %)")
+        # what a GPU shared by evaluations (the pool's per_gpu slots) cannot overlap: the timed sections
+        hon, hoff = statistics.median(overhead["on+spares:held"]), statistics.median(overhead["off+spares:held"])
+        print(f"GPU held alone per evaluation (timed sections): {hon:.2f} s with the defences, {hoff:.2f} s "
+              f"without ({100 * (hon - hoff) / max(hoff, 1e-9):+.0f} %)")
+        print("timing rounds per evaluation (1 unless the spread stayed over max_cv): "
+              f"with {overhead.get('on+spares:rounds')}, without {overhead.get('off+spares:rounds')}")
+        # a repeated round (~0.15-0.3 s on this 21 us kernel) falls on either side by chance: the
+        # evaluations that timed in one round compare the defences without that lottery
+        one = {m: [w for w, n in zip(overhead[m], overhead[f"{m}:rounds"], strict=True) if n == 1]
+               for m in ("on+spares", "off+spares")}
+        if one["on+spares"] and one["off+spares"]:
+            o1, f1 = statistics.median(one["on+spares"]), statistics.median(one["off+spares"])
+            print(f"  of them in one timing round: {o1:.2f} s with ({len(one['on+spares'])}), {f1:.2f} s without "
+                  f"({len(one['off+spares'])}): {100 * (o1 - f1) / f1:+.0f} %")
+        # where the difference is: the phases of the timed sections and the checks around them
+        keys = sorted({k for m in ("on+spares", "off+spares") for p in parts.get(m, []) for k in p})
+        med = {m: {k: statistics.median(p.get(k, 0.0) for p in parts.get(m, [{}])) for k in keys}
+               for m in ("on+spares", "off+spares")}
+        diff = sorted(keys, key=lambda k: med["off+spares"][k] - med["on+spares"][k])
+        print("phases, median s with / without the defences (largest differences first): " + ", ".join(
+            f"{k} {med['on+spares'][k]:.3f}/{med['off+spares'][k]:.3f}" for k in diff[:12]))
     failed = [x["name"] for x in rows if not x["ok"]]
     saved = json.loads((out / "gpu_check.json").read_text())["rows"] if rows else []
     print(f"results on disk: {len(saved)}/{len(rows)} rows in {out / 'gpu_check.json'}")

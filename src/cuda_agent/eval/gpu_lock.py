@@ -197,7 +197,7 @@ def _is_evaluation(pid: int) -> bool:
 _nvml_pid: int | None = None  # the process that initialized NVML (a forked child must do it again)
 
 
-def _nvml() -> object:
+def _nvml() -> Any:
     """pynvml, initialized once per process: nvmlInit enumerates the machine's GPUs, and this runs
     after every timed section (twice per evaluation) on the evaluation's critical path."""
     global _nvml_pid
@@ -214,7 +214,7 @@ def foreign_work(uuid: str, since_s: float) -> str | None:
     in one line; None when there were none; "unavailable: why" without NVML."""
     global _nvml_pid
     try:
-        pynvml: Any = _nvml()
+        pynvml = _nvml()
     except ImportError:
         return "unavailable: pynvml (nvidia-ml-py) is not installed"
     except Exception as e:  # noqa: BLE001 - NVML is advisory: its failure is a note, never an error

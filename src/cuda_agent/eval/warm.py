@@ -176,8 +176,9 @@ def _go(pair: Pair, gpu_key: str, wait_s: float) -> None:
 def spawn(cfg: Any, precision: str, gpu_key: str | None = None) -> Pair:
     """A new pair. With `gpu_key` (a spare), CUDA starts under the GPU's lock (`_go`); without, at
     once, overlapping the caller's build (the evaluation then needs the children soon)."""
-    pair = _spawn(cfg, precision, gated=gpu_key is not None and cfg.device == "cuda")
-    if gpu_key is not None and cfg.device == "cuda":
+    gated = gpu_key is not None and cfg.device == "cuda"
+    pair = _spawn(cfg, precision, gated)
+    if gated:
         pair._warming = threading.Thread(target=_go, args=(pair, gpu_key, cfg.gpu_lock_wait_s), daemon=True,
                                          name="spare-cuda-start")
         pair._warming.start()
