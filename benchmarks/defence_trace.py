@@ -13,7 +13,7 @@ Nothing here is a defence or a pass/fail result: it only reads clocks around the
 
 Usage (GPU machine, repository root):
   PYTHONPATH=src python3 benchmarks/defence_trace.py [--n 3] [--gap 3] [--timeline] [--profile]
-      [--modes on,off,on-p10p90,off-p10p90]   (-late: the spare starts after each evaluation)
+      [--modes on,off,on-cv,off-cv]   (-late: the spare starts after each evaluation)
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ def main() -> int:
     ap.add_argument("--gap", type=float, default=3.0, help="idle seconds before each evaluation")
     ap.add_argument("--example", default="diag_matmul")
     ap.add_argument("--modes", default="on,off",
-                    help="comma-separated: on, off, with -late (the spare starts after the evaluation) or "
-                         "-p10p90 (EvalConfig.round_spread) appended")
+                    help="comma-separated: on, off, with -late (the spare starts after the evaluation), "
+                         "-p10p90 or -cv (EvalConfig.round_spread; default: EvalConfig's) appended")
     ap.add_argument("--profile", action="store_true",
                     help="cProfile the first mode's last evaluation: where the parent's own time goes (waits left out)")
     ap.add_argument("--timeline", action="store_true", help="print the median evaluation's requests in order")
@@ -98,8 +98,9 @@ def main() -> int:
         real_prepare = warm.prepare
         for mode in a.modes.split(","):
             kw: dict[str, object] = dict(OFF) if mode.startswith("off") else {}
-            if "p10p90" in mode:  # rounds bounded by the p10-p90 spread, not the CV (EvalConfig.round_spread)
-                kw["round_spread"] = "p10p90"
+            for how in ("p10p90", "cv"):  # what bounds the timing rounds (EvalConfig.round_spread)
+                if mode.endswith(f"-{how}") or f"-{how}-" in mode:
+                    kw["round_spread"] = how
             # "-late": the next evaluation's spare starts after this one ends, not while it runs (does a
             # spare's start-up next to the timed calls cost timing rounds?)
             late = mode.endswith("-late")

@@ -35,6 +35,7 @@
 #      the CV and by the p10-p90 spread (and the parent's own time, profiled), then the defences'
 #      cost (spares, N=8) under p10p90                                                      ~6 min
 #   R: the timing GPU tests and the red team (no examples, no overhead)                   ~5 min
+#   W: issue 13's spread (diag_matmul alone, then 6 at once; target <= 2 %), then R       ~7 min
 # pytest -m gpu needs the openai wheels and J's RL smoke TRL's: make .whl with scripts/device-wheels.sh
 # (registry access needed) and carry it.
 set -uo pipefail
@@ -98,6 +99,8 @@ case "${1:-}" in
      timeout 240 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-pytest --skip-examples --overhead 8 \
        --overhead-spares-only --overhead-spread p10p90 2>&1 | quiet | tee "$OUT/v.log" | grep -vE "^overhead (on|off)" \
        | cut -c1-220 | tail -10 ;;
+  W) timeout 150 python3 benchmarks/concurrent_timing.py --n 6 2>&1 | quiet | tee "$OUT/w.log" | tail -12
+     ;&
   R) timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_seed_all.py tests/test_timing_hold.py 2>&1 | tail -2
      timeout 500 bash scripts/gpu-check.sh --skip-faults --skip-pytest --skip-examples --jobs 12 2>&1 | quiet \
        | tee "$OUT/r.log" | cut -c1-200 | tail -30 ;;

@@ -227,8 +227,8 @@ def main() -> int:
     ap.add_argument("--overhead-gap", type=float, default=3.0, metavar="S",
                     help="idle seconds before each evaluation with spare children (the agent's turn; default 3): "
                          "back to back, a ~1.5 s evaluation finds every other spare still starting (2-3 s)")
-    ap.add_argument("--overhead-spread", choices=("cv", "p10p90"), default="cv",
-                    help="EvalConfig.round_spread of the overhead evaluations (both sides)")
+    ap.add_argument("--overhead-spread", choices=("cv", "p10p90"), default=EvalConfig.round_spread,
+                    help="EvalConfig.round_spread of the overhead evaluations (both sides; default: EvalConfig's)")
     ap.add_argument("--overhead-spares-only", action="store_true",
                     help="measure the defences' cost only with spare children (issue 16's setting), not with fresh ones")
     a = ap.parse_args()

@@ -73,8 +73,11 @@ def test_an_unstable_timing_is_flagged():
     res.eager_timing = TimingStats(median_ms=1.0, mean_ms=1.0, min_ms=0.99, cv=0.01, n=50, rounds=1)
     flag_unstable(res, EvalConfig(device="cpu"))
     assert not res.unstable  # the CPU lane's host times are noise by nature
-    flag_unstable(res, EvalConfig())
+    flag_unstable(res, EvalConfig(round_spread="cv"))
     assert res.unstable and any(f.rule == "timing-unstable" and "cv 1.280" in f.message for f in res.findings)
+    res.findings.clear()
+    flag_unstable(res, EvalConfig())  # the default's rule: a record without a p10-p90 spread is judged by its CV
+    assert any(f.rule == "timing-unstable" and "p10-p90 spread 1.280" in f.message for f in res.findings)
     calm = EvalResult(status=Status.OK, reward=3, correct=True, timing=res.eager_timing)
     flag_unstable(calm, EvalConfig())
     assert not calm.unstable and not calm.findings

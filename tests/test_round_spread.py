@@ -19,7 +19,7 @@ def _res(t: TimingStats) -> EvalResult:
 
 def test_the_unstable_flag_reads_the_configured_spread():
     outliers = _stats(cv=0.2, spread=0.01)  # a few slow calls: the CV is high, the p10-p90 spread is not
-    cv_cfg, robust = EvalConfig(device="cuda"), EvalConfig(device="cuda", round_spread="p10p90")
+    cv_cfg, robust = EvalConfig(device="cuda", round_spread="cv"), EvalConfig(device="cuda")
     r = _res(outliers)
     timed.flag_unstable(r, cv_cfg)
     assert r.unstable and "cv 0.200" in r.findings[-1].message
@@ -37,10 +37,12 @@ def test_an_older_record_without_spread_falls_back_to_its_cv():
 
 
 def test_requests_and_the_baselines_key_carry_the_choice():
-    robust = EvalConfig(round_spread="p10p90")
+    robust, classic = EvalConfig(), EvalConfig(round_spread="cv")
     req = timed.time_request(robust, [1, 2], None)
-    assert req.spread == "p10p90" and timed.time_request(EvalConfig(), [1, 2], None).spread == "cv"
+    assert req.spread == "p10p90" and timed.time_request(classic, [1, 2], None).spread == "cv"
     res = EvalResult(status=Status.OK, reward=None, correct=False, task_hash="t", gpu="g", torch="2", precision="fp32")
     # baselines timed under one criterion are not served to the other
-    assert timed.baseline_key(robust, res, req) != timed.baseline_key(EvalConfig(), res, req)
-    assert timed.baseline_key(EvalConfig(), res, req).endswith("/fresh")  # the default's key is unchanged
+    assert timed.baseline_key(robust, res, req) != timed.baseline_key(classic, res, req)
+    # the CV rule keeps the key it had before p10p90 became the default (its cached baselines still serve)
+    assert timed.baseline_key(classic, res, req).endswith("/fresh")
+    assert timed.baseline_key(robust, res, req).endswith("/fresh/p10p90")

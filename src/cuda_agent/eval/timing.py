@@ -20,7 +20,8 @@ A round is `n_timed` calls rotating through the given input sets, more
 for short calls (`calls_per_round`: a round spans at least 0.1 s, at most 1000
 calls); rounds repeat (up to `max_rounds`) while the round's spread exceeds `max_cv`, and
 the round with the lowest spread is kept. The spread is the coefficient of variation
-(`spread="cv"`, the default) or, with `spread="p10p90"`, (p90 - p10) / (2.563 x median), which
+(`spread="cv"`, this function's default) or, with `spread="p10p90"` (EvalConfig's default),
+(p90 - p10) / (2.563 x median), which
 equals the CV for normally spread times but is not moved by a few outlier calls: one call in a
 thousand 4x slower takes a 21 us kernel's CV from 0.02 past 0.05 and costs a whole new round
 (0.15-0.3 s; half of diag_matmul's evaluations on the H200, 2026-12-04) without moving the
