@@ -79,7 +79,7 @@ def _task_cells(r: TaskRow) -> dict[str, tuple[str, str]]:
         "compile_ms": _num(r.ms("compile_ms"), ".4g"),
         "vs_eager": ("" if o.speedup_vs_eager is None else f"{o.speedup_vs_eager:.6g}", fmt_x(o.speedup_vs_eager)),
         "vs_compile": ("" if o.speedup_vs_compile is None else f"{o.speedup_vs_compile:.6g}", fmt_x(o.speedup_vs_compile)),
-        "cv": _num(timing.get("cv"), ".1%"), "evals": (str(r.n_evaluations), str(r.n_evaluations)),
+        "cv": _num(timing["spread"] if timing.get("spread") is not None else timing.get("cv"), ".1%"), "evals": (str(r.n_evaluations), str(r.n_evaluations)),
     }
 
 
@@ -94,7 +94,7 @@ def _links(r: TaskRow) -> str:
 
 def task_table(rep: Report) -> str:
     heads = {"task": "task", "level": "level", "status": "status", "reward": "reward", "ms": "ms", "eager_ms": "eager ms",
-             "compile_ms": "compile ms", "vs_eager": "vs eager", "vs_compile": "vs compile", "cv": "cv", "evals": "evaluations"}
+             "compile_ms": "compile ms", "vs_eager": "vs eager", "vs_compile": "vs compile", "cv": "spread", "evals": "evaluations"}
     numeric = {"reward", "ms", "eager_ms", "compile_ms", "vs_eager", "vs_compile", "cv", "evals"}
     th = "".join(f'<th class="sort" data-k="{k}"{" data-num=1" if k in numeric else ""}>{e(heads[k])}</th>' for k in TASK_COLUMNS)
     body = []

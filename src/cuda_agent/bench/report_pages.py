@@ -62,8 +62,9 @@ def task_page(rep: Report, r: TaskRow) -> str:
                ("torch.compile ms", fmt_ms(res.get("compile_ms"))), ("vs eager", fmt_x(o.speedup_vs_eager)),
                ("vs torch.compile", fmt_x(o.speedup_vs_compile))]
     if t:
+        robust = f"p10-p90 spread {t['spread']:.1%}, " if t.get("spread") is not None else ""  # what bounds the rounds
         summary.append(("timing", f"median {t.get('median_ms'):.4g} ms, mean {t.get('mean_ms'):.4g}, min {t.get('min_ms'):.4g}, "
-                                  f"cv {t.get('cv', 0):.1%}, n={t.get('n')}, rounds {t.get('rounds')}, host enqueue "
+                                  f"{robust}cv {t.get('cv', 0):.1%}, n={t.get('n')}, rounds {t.get('rounds')}, host enqueue "
                                   f"{_g(t.get('enqueue_ms'))} ms, stream hold {_g(t.get('hold_ms'))} ms (device time counts)"))
     summary += [("GPU", res.get("gpu")), ("torch", res.get("torch")), ("precision", res.get("precision")),
                 ("phases (s)", ", ".join(f"{k} {v}" for k, v in (res.get("phases_s") or {}).items() if "." not in k) or "-"),

@@ -27,7 +27,10 @@ def result_text(r: EvalResult, log_chars: int = 3000) -> str:
     if r.message:
         lines.append(f"message: {r.message}")
     if r.time_ms is not None:
-        cv = f" (cv {r.timing.cv:.1%}, n={r.timing.n})" if r.timing else ""
+        # the p10-p90 spread first: it bounds the rounds by default, and one outlier call in a thousand
+        # can put the CV at hundreds of percent on a timing whose median it did not move
+        robust = f"spread {r.timing.spread:.1%}, " if r.timing and r.timing.spread is not None else ""
+        cv = f" ({robust}cv {r.timing.cv:.1%}, n={r.timing.n})" if r.timing else ""
         if r.timing and r.timing.hold_ms and r.timing.enqueue_ms is not None:
             # device time is what counts; the host's share is shown so a slow forward is visible
             cv += f"; host enqueue {r.timing.enqueue_ms:.3g} ms per call, not counted"
