@@ -82,7 +82,8 @@ def main() -> int:
                     help="comma-separated: on, off, with -late (the spare starts after the evaluation), "
                          "-p10p90 or -cv (EvalConfig.round_spread; default: EvalConfig's) appended")
     ap.add_argument("--profile", action="store_true",
-                    help="cProfile the first mode's last evaluation: where the parent's own time goes (waits left out)")
+                    help="cProfile each mode's last evaluation: where the parent's own time goes (waits left out), "
+                         "and who called time.sleep (gpu_lock's polls)")
     ap.add_argument("--timeline", action="store_true", help="print the median evaluation's requests in order")
     a = ap.parse_args()
     gpu = detect()
@@ -92,7 +93,7 @@ def main() -> int:
     ex = ROOT / "examples" / a.example
     tr = Trace()
     tr.install()
-    profiled: cProfile.Profile | None = None
+    profiled: dict[str, cProfile.Profile] = {}
     runs: dict[str, list[tuple[float, list[tuple[float, str, str, str, float]], list[tuple[int, float]]]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         real_prepare = warm.prepare
@@ -112,14 +113,14 @@ def main() -> int:
                 cfg = EvalConfig(reuse_results=False, spare_children=True, **kw)
                 tr.events, tr.bursts, tr.t0 = [], [], time.monotonic()
                 warm.prepare = (lambda *_: None) if late else real_prepare  # type: ignore[assignment]
-                prof = cProfile.Profile() if a.profile and k == a.n and mode == a.modes.split(",")[0] else None
+                prof = cProfile.Profile() if a.profile and k == a.n else None
                 if prof is not None:
                     prof.enable()
                 r = evaluate_workspace(ws, config=cfg)
                 wall = time.monotonic() - tr.t0
                 if prof is not None:
                     prof.disable()
-                    profiled = prof
+                    profiled[mode] = prof
                 warm.prepare = real_prepare
                 if late:
                     real_prepare(cfg, r.precision or "fp32", gpu.key)  # gated as the pipeline's own
@@ -154,14 +155,27 @@ def main() -> int:
         bs = [b for *_, bl in rs for b in bl]
         if bs:
             print(f"  candidate bursts: k {sorted({k for k, _ in bs})}, seconds " + ", ".join(f"{s:.4f}" for _, s in bs))
-    if a.profile and profiled is not None:
+    for mode, prof in profiled.items():
         # the parent's own seconds: functions by their own time, the waits for replies (select) left out
-        st = pstats.Stats(profiled)
+        st = pstats.Stats(prof)
         rows = sorted(((v[2], f"{Path(f).name}:{ln}({fn})") for (f, ln, fn), v in st.stats.items()  # type: ignore[attr-defined]
                        if fn not in ("select", "<built-in method select.select>")), reverse=True)
-        print("\nparent's own time in the profiled evaluation (seconds, top 20 by own time, waits left out):")
-        for sec, where in rows[:20]:
+        print(f"\nparent's own time in {mode}'s last evaluation (seconds, top 12 by own time, waits left out):")
+        for sec, where in rows[:12]:
             print(f"  {sec:7.4f} {where}")
+        # sleeping is waiting too: say for what (gpu_lock._take polls a lock another holder keeps)
+        for (_, _, fn), v in st.stats.items():  # type: ignore[attr-defined]
+            if "sleep" in fn and v[2] > 0.005:
+                # up the heaviest caller, four levels (2026-12-04: subprocess's Popen._wait, whose
+                # timed wait polls with sleeps: the caller above it is the process being waited for)
+                chain, callers = [], v[4]
+                for _ in range(4):
+                    if not callers:
+                        break
+                    (f, ln, cfn), c = max(callers.items(), key=lambda kv: kv[1][3])
+                    chain.append(f"{Path(f).name}:{ln}({cfn}) {c[3]:.4f}")
+                    callers = st.stats.get((f, ln, cfn), (0, 0, 0, 0, {}))[4]  # type: ignore[attr-defined]
+                print(f"  {fn} {v[2]:.4f} s, called from: " + " <- ".join(chain))
     if a.timeline:
         for mode, rs in runs.items():
             w, ev, _ = sorted(rs, key=lambda x: x[0])[len(rs) // 2]
