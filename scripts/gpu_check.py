@@ -433,12 +433,12 @@ def main() -> int:
               f"with {overhead.get('on+spares:rounds')}, without {overhead.get('off+spares:rounds')}")
         # a repeated round (~0.15-0.3 s on this 21 us kernel) falls on either side by chance: the
         # evaluations that timed in one round compare the defences without that lottery
-        one = {m: [w for w, n in zip(overhead[m], overhead[f"{m}:rounds"], strict=True) if n == 1]
-               for m in ("on+spares", "off+spares")}
-        if one["on+spares"] and one["off+spares"]:
-            o1, f1 = statistics.median(one["on+spares"]), statistics.median(one["off+spares"])
-            print(f"  of them in one timing round: {o1:.2f} s with ({len(one['on+spares'])}), {f1:.2f} s without "
-                  f"({len(one['off+spares'])}): {100 * (o1 - f1) / f1:+.0f} %")
+        one_round = {m: [w for w, n in zip(overhead[m], overhead[f"{m}:rounds"], strict=True) if n == 1]
+                     for m in ("on+spares", "off+spares")}
+        if one_round["on+spares"] and one_round["off+spares"]:
+            o1, f1 = statistics.median(one_round["on+spares"]), statistics.median(one_round["off+spares"])
+            print(f"  of them in one timing round: {o1:.2f} s with ({len(one_round['on+spares'])}), {f1:.2f} s without "
+                  f"({len(one_round['off+spares'])}): {100 * (o1 - f1) / f1:+.0f} %")
         # where the difference is: the phases of the timed sections and the checks around them
         keys = sorted({k for m in ("on+spares", "off+spares") for p in parts.get(m, []) for k in p})
         med = {m: {k: statistics.median(p.get(k, 0.0) for p in parts.get(m, [{}])) for k in keys}

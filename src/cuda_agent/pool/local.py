@@ -108,8 +108,9 @@ def _executor(n: int, env: dict[str, str]) -> ProcessPoolExecutor:
 
 # Evaluations per GPU where a caller does not say (bench, RL scoring): on one H200 (the throughput mix
 # of benchmarks/eval_throughput.py) 3 ran 1.83-1.92x the serial rate (2026-12-03), 2.34x with every
-# baseline cached (2026-12-04: 1,872 vs 800 evaluations per GPU-hour), each honest candidate's median
-# time within 0.5 % of its serial one; 4 was no better in a short run (1.64x).
+# baseline cached (2026-12-04: 1,872 vs 800 evaluations per GPU-hour) and 2.46x once timing rounds were
+# bounded by the p10-p90 spread (905c952: 2,145 vs 871), each honest candidate's median time within
+# 0.5 % of its serial one; 4 was no better in a short run (1.64x).
 DEFAULT_PER_GPU = 3
 
 
