@@ -25,10 +25,13 @@ Canonical form, so that restatements of one computation give one graph:
 - Python numbers and one-element constants are scalars, not edges: `mul.s` is
   a multiply by a scalar, and dividing by one is `mul.s`, subtracting one is
   `add.s`;
-- `addmm`/`baddbmm` are `mm`/`bmm` (the bias folded in), and an add of a
-  parameter or constant straight after a matmul or convolution is folded into
-  it (`nn.Linear` = `F.linear` = `x @ W.t() + b`); norms keep only the
-  normalised input (`batch_norm` in any mode, affine or not);
+- every matrix product is `matmul` (`mm`, `bmm`, `mv`, `einsum`, `@`; the
+  batch is a shape), `addmm`/`baddbmm` are a `matmul` with the bias folded in,
+  and an add of a parameter or constant straight after a matmul or
+  convolution is folded into it (`nn.Linear` = `F.linear` = `x @ W.t() + b`);
+  norms keep only the normalised input (`batch_norm` in any mode, affine or
+  not); instance norm and recurrent layers (`lstm`, `gru`, `rnn_tanh`, with
+  `.bi` when bidirectional) are one node each;
 - composites written out by hand are expanded where torch has a kernel for
   them: `silu` is `mul(x, sigmoid(x))`, `mish` is `mul(x, tanh(softplus(x)))`;
   `hardtanh`/`relu6`/`clamp_min`/`clamp_max` are `clamp`, a clamp at zero from
@@ -305,12 +308,14 @@ def _label(g: _Graph, base: str, bound: dict[str, Any], flat_in: list[Any], torc
         if groups > 1:
             label += ".dw" if groups == bound["input"].shape[1] else ".g"
         return label, [bound["input"], w]
-    if base == "mm" and "mat1" in bound:  # addmm: the bias is folded into the matmul
-        return "mm", [bound["mat1"], bound["mat2"]]
-    if base == "bmm" and "batch1" in bound:
-        return "bmm", [bound["batch1"], bound["batch2"]]
-    if base == "mv" and "vec" in bound and "mat" in bound:
-        return "mv", [bound["mat"], bound["vec"]]
+    # one matrix multiplication however it is batched or written (mm, bmm, mv, einsum, `@`), with an
+    # add*'s bias folded in
+    if base == "mm":
+        return "matmul", [bound["mat1"], bound["mat2"]] if "mat1" in bound else flat_in
+    if base == "bmm":
+        return "matmul", [bound["batch1"], bound["batch2"]] if "batch1" in bound else flat_in
+    if base == "mv":
+        return "matmul", [bound["mat"], bound["vec"]] if "vec" in bound and "mat" in bound else flat_in
     if base in KEEP_ARGS:
         return base, flat_in[:KEEP_ARGS[base]]
     if base == "clamp":
@@ -367,7 +372,7 @@ def _fold_bias(nodes: list[list[Any]], outputs: list[list[int]]) -> tuple[list[l
             continue
         for a, b in ((ins[0], ins[1]), (ins[1], ins[0])):
             ha = nodes[a[0]][0]
-            if (ha in ("mm", "bmm") or ha.startswith("conv")) and a[1] == 0 and users.get(a[0]) == 1 \
+            if (ha == "matmul" or ha.startswith("conv")) and a[1] == 0 and users.get(a[0]) == 1 \
                     and nodes[b[0]][0] in ("param", "const"):
                 alias[i] = a[0]
                 break
