@@ -66,6 +66,8 @@ class FilterSummary:
     device_s: float = 0.0  # wall time of this invocation's device part
     timed_out: bool = False  # the deadline cut the device part short
     wall_s: float = 0.0
+    # decontamination: candidates removed by each measure, and candidates without an op graph
+    decontam: dict[str, int] = field(default_factory=dict)
 
 
 def work_dir(out: Path) -> Path:
@@ -142,8 +144,17 @@ def run_filter(candidates: Path, out: Path, cfg: FilterConfig, pool: Any,
         records.append(cpu_file, rec)
         cpu[rec["id"]] = rec
     dev = {d["id"]: d for d in records.read_dicts(dev_file)}
+    decontam = {"removed by graph containment": 0, "removed by AST similarity": 0, "without an op graph": 0}
+    for cid in ids:
+        for v in cpu.get(cid, {}).get("verdicts", []):
+            if v["stage"] == "decontam" and v.get("data"):
+                m = v["data"].get("measure")
+                if not v["passed"]:
+                    decontam["removed by graph containment" if m == "semantic" else "removed by AST similarity"] += 1
+                decontam["without an op graph"] += bool(v["data"].get("trace_error"))
     todo = [c for c in cands if _cpu_passed(cpu.get(c.id)) and c.id not in dev]
     summary = FilterSummary(len(cands), 0, tally(ids, cpu, dev))
+    summary.decontam = decontam if cfg.against else {}
     n_dev = sum(1 for c in cands if _cpu_passed(cpu.get(c.id)))
     if progress is not None:
         progress(summary.counts, n_dev - len(todo), n_dev)

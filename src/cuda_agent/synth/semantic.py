@@ -127,8 +127,8 @@ class OpGraph:
         return " ".join(labels[:limit]) + (f" ... ({len(labels)} ops)" if len(labels) > limit else "")
 
 
-def allowance(r: OpGraph) -> int:
-    return math.floor(ALLOWANCE * r.n_ops + 1e-9)
+def allowance(r: OpGraph, alpha: float = ALLOWANCE) -> int:
+    return math.floor(alpha * r.n_ops + 1e-9)
 
 
 def similarity(a: OpGraph, b: OpGraph) -> float:
@@ -269,9 +269,9 @@ class _Search:
         return False
 
 
-def embeds(r: OpGraph, c: OpGraph, budget: int = 20_000) -> bool:
-    """Is R's whole graph in C's, with at most `allowance(r)` non-trivial ops added (see the module doc)?"""
-    if r.n_ops == 0 or c.nontrivial - r.nontrivial > allowance(r):
+def embeds(r: OpGraph, c: OpGraph, budget: int = 20_000, alpha: float = ALLOWANCE) -> bool:
+    """Is R's whole graph in C's, with at most `allowance(r, alpha)` non-trivial ops added (module doc)?"""
+    if r.n_ops == 0 or c.nontrivial - r.nontrivial > allowance(r, alpha):
         return False
     need, have = Counter(r.op_labels()), Counter(c.op_labels())
     if any(have[k] < v for k, v in need.items()):
@@ -293,10 +293,11 @@ class SemIndex:
     columns: dict[str, int]
     matrix: Any  # torch.Tensor [refs, columns] of feature counts
     label_cols: Any  # bool mask of the `op:` columns
+    alpha: float = ALLOWANCE
     memo: dict[tuple[str, str], bool] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, refs: list[tuple[str, OpGraph]]) -> SemIndex:
+    def build(cls, refs: list[tuple[str, OpGraph]], alpha: float = ALLOWANCE) -> SemIndex:
         import torch
 
         feats = [g.features() for _, g in refs]
@@ -311,7 +312,7 @@ class SemIndex:
         mask = torch.zeros(matrix.shape[1], dtype=torch.bool)
         for k, j in columns.items():
             mask[j] = k.startswith("op:")
-        return cls([n for n, _ in refs], [g for _, g in refs], columns, matrix, mask)
+        return cls([n for n, _ in refs], [g for _, g in refs], columns, matrix, mask, alpha)
 
     def _vectors(self, graphs: list[OpGraph]) -> tuple[Any, Any, Any]:
         import torch
@@ -354,13 +355,11 @@ class SemIndex:
                     key = (self.graphs[j].key, g.key)
                     hit = self.memo.get(key)
                     if hit is None:
-                        hit = self.memo[key] = embeds(self.graphs[j], g)
+                        hit = self.memo[key] = embeds(self.graphs[j], g, alpha=self.alpha)
                     if hit:
                         copy = self.names[j]
+                        out.append(SemMatch(copy, copy, round(dl[i][j], 4)))
                         break
-                if copy:
-                    j = self.names.index(copy)
-                    out.append(SemMatch(copy, copy, round(dl[i][j], 4)))
-                else:
+                if not copy:
                     out.append(SemMatch("", self.names[best[i]], round(max(dl[i][best[i]], 0.0), 4)))
         return out
