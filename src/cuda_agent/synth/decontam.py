@@ -30,10 +30,12 @@ Not guaranteed: that a copy rewritten algebraically (other ATen ops) is found
 (see `semantic`); the syntactic fallback has the AST measure's limits (a
 different structure for one computation is not found).
 """
+
 from __future__ import annotations
 
 import ast
 import hashlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -191,29 +193,39 @@ class Decontaminator:
     workers: int = 2
     sandbox: str = "auto"
     summaries: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # where build and the last check spent their time
 
     @classmethod
     def build(cls, refs: list[tuple[str, str]], *, threshold: float = 0.9, workers: int = 2, sandbox: str = "auto",
               cache: Path | None | bool = True) -> Decontaminator:
         where = reference_cache() if cache is True else (cache or None)
+        t0 = time.perf_counter()
         traced = trace_many([c for _, c in refs], names=[n for n, _ in refs], workers=workers, sandbox=sandbox,
                             cache=where)
         graphs = [(n, t.graph) for (n, _), t in zip(refs, traced, strict=True) if t.graph is not None]
         untraced = [(n, t.error) for (n, _), t in zip(refs, traced, strict=True) if t.graph is None]
         missing = {n for n, _ in untraced}
-        return cls(threshold, SemIndex.build(graphs), RefIndex.build(refs),
-                   RefIndex.build([(n, c) for n, c in refs if n in missing]), untraced, workers, sandbox,
-                   {n: g.summary() for n, g in graphs})
+        t1 = time.perf_counter()
+        out = cls(threshold, SemIndex.build(graphs), RefIndex.build(refs),
+                  RefIndex.build([(n, c) for n, c in refs if n in missing]), untraced, workers, sandbox,
+                  {n: g.summary() for n, g in graphs})
+        out.seconds = {"trace_refs": t1 - t0, "index_refs": time.perf_counter() - t1,
+                       "refs_cached": float(sum(t.cached for t in traced))}
+        return out
 
     def check(self, codes: list[str], traced: list[Traced] | None = None) -> list[Decision]:
+        t0 = time.perf_counter()
         if traced is None:
             traced = trace_many(codes, workers=self.workers, sandbox=self.sandbox)
         graphs = [t.graph for t in traced]
         have = [i for i, g in enumerate(graphs) if g is not None]
+        t1 = time.perf_counter()
         sem = dict(zip(have, self.sem.check([graphs[i] for i in have]), strict=True))
+        t2 = time.perf_counter()
         syn = self.syn.nearest(codes)
         fallback = dict(zip(have, self.syn_untraced.nearest([codes[i] for i in have]), strict=True)) \
             if self.syn_untraced.programs else {}
+        self.seconds.update({"trace": t1 - t0, "semantic": t2 - t1, "syntactic": time.perf_counter() - t2})
         out = []
         for i, near in enumerate(syn):
             s = sem.get(i)
