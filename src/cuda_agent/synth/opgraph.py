@@ -37,6 +37,9 @@ Canonical form, so that restatements of one computation give one graph:
   `hardtanh`/`relu6`/`clamp_min`/`clamp_max` are `clamp`, a clamp at zero from
   below only is `relu`; `elu` with SELU's or CELU's constants is `selu`/`celu`;
 - nodes that no output depends on are dropped (running-stat updates, dead code).
+Longer than the usual 250 lines: the canonical form is one table of rules
+(renames, transparent ops, labels) and the recorder that applies them; split, each half would be
+read only with the other.
 Not guaranteed: that two graphs differ only when the computations do (an
 algebraic rewrite, e.g. `x / (1 + exp(-x))` for `silu`, gives another graph),
 nor that every task traces: data-dependent control flow, `.item()`, ops without

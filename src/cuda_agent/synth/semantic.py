@@ -31,6 +31,8 @@ and that similarity: counts prefilter all pairs at once (a reference can only
 embed where C holds at least its label counts, as a vectorised L1 distance),
 and the search runs only on the pairs that pass, once per distinct pair of
 graphs.
+Longer than the usual 250 lines: the graph type, the containment search and
+the vectorised index are one measure, tested as one.
 Not guaranteed: that a copy rewritten algebraically (other ops) is found; the
 search budget bounds the time per pair, so two huge graphs with many
 interchangeable parts may be reported as not a copy.
