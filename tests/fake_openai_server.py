@@ -37,8 +37,9 @@ def text_call(name: str, args: dict[str, Any]) -> str:
 
 
 def reply(content: str | None = None, calls: list[dict[str, Any]] | None = None, usage: dict[str, int] | None = None,
-          finish_reason: str | None = None) -> dict[str, Any]:
-    return {"kind": "reply", "content": content, "calls": calls or [], "usage": usage, "finish_reason": finish_reason}
+          finish_reason: str | None = None, no_usage: bool = False) -> dict[str, Any]:
+    return {"kind": "reply", "content": content, "calls": calls or [], "usage": usage, "finish_reason": finish_reason,
+            "no_usage": no_usage}
 
 
 def error(code: int, message: str = "scripted failure") -> dict[str, Any]:
@@ -121,7 +122,7 @@ class FakeOpenAI:
             message["tool_calls"] = item["calls"]
         finish = item["finish_reason"] or ("tool_calls" if item["calls"] else "stop")
         return 200, {"id": "chatcmpl-" + uuid.uuid4().hex[:8], "object": "chat.completion", "created": 0,
-                     "model": body.get("model", "fake"), "usage": usage,
+                     "model": body.get("model", "fake"), "usage": None if item.get("no_usage") else usage,
                      "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
 
 

@@ -11,8 +11,10 @@ Contract:
   `retries_log`; then, like any other failure of the endpoint (bad key, unknown
   model, bad request), an `LLMError` with a one-line message and a `kind` is
   raised. That is the only exception this module raises on purpose.
-- Tool mode: "native" sends the `tools` field; "text" describes the tools in the
-  system prompt and reads `<tool_call>` blocks; "auto" starts native and switches
+- Tool mode: "native" sends the `tools` field (and `tool_choice` "auto");
+  "text" describes the tools in the system prompt and reads `<tool_call>`
+  blocks (so does native mode when a reply has them and no native calls);
+  "auto" starts native and switches
   to text for good when the server rejects the `tools` field (vLLM without a tool
   parser answers 400), when a reply carries text blocks and no native calls, or
   when the server silently drops the field: before its first request an auto
@@ -139,7 +141,9 @@ class ChatClient:
         else:
             kw["messages"] = [{k: m[k] for k in _WIRE_KEYS if k in m} for m in messages]
             if tools:
-                kw["tools"] = tools
+                # "auto" is every API's default with tools, but llama-cpp-python's function-calling chat formats
+                # drop the tools unless it is said
+                kw["tools"], kw["tool_choice"] = tools, "auto"
         if c.temperature is not None:
             kw["temperature"] = c.temperature
         if max_tokens is not None or c.max_tokens is not None:
