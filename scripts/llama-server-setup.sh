@@ -10,7 +10,7 @@
 # installed: its dependencies would pull another llama-cpp-python).
 #
 # Prints two lines for `export` on stdout, CUDA_AGENT_LLAMA_PYTHON and CUDA_AGENT_LLAMA_MODEL, and also
-# points $cache/current/{python,model.gguf} at them (the test's default); progress and times on stderr.
+# points $cache/current/{venv,model.gguf} at them (the test's default); progress and times on stderr.
 # Exit 1 when something cannot be had; the test then skips.
 set -euo pipefail
 LLAMA_VERSION=0.3.36
@@ -74,7 +74,8 @@ assert llm.create_completion('Hello', max_tokens=2)['usage']['completion_tokens'
 " "$model" >&2 || { say "the built server cannot complete a prompt on this machine"; exit 1; }
 
 mkdir -p "$cache/current"
-ln -sfn "$venv/bin/python" "$cache/current/python"
+rm -f "$cache/current/python"
+ln -sfn "$venv" "$cache/current/venv"  # the folder, not its python: a linked python would not find pyvenv.cfg
 ln -sfn "$model" "$cache/current/model.gguf"
 echo "CUDA_AGENT_LLAMA_PYTHON=$venv/bin/python"
 echo "CUDA_AGENT_LLAMA_MODEL=$model"

@@ -41,7 +41,7 @@ CTX = 8192
 
 def _installed() -> tuple[str, str] | None:
     current = Path(os.environ.get("CUDA_AGENT_CI_CACHE", Path.home() / ".cache" / "cuda-agent-ci")) / "llama" / "current"
-    py = os.environ.get("CUDA_AGENT_LLAMA_PYTHON") or str(current / "python")
+    py = os.environ.get("CUDA_AGENT_LLAMA_PYTHON") or str(current / "venv" / "bin" / "python")
     model = os.environ.get("CUDA_AGENT_LLAMA_MODEL") or str(current / "model.gguf")
     if not (Path(py).exists() and Path(model).is_file()):
         return None
