@@ -20,6 +20,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -131,6 +132,14 @@ def optimize(srv: LlamaServer, run: Path, *flags: str) -> tuple[int, float]:
     return rc, time.monotonic() - t0
 
 
+def report(what: str, run: Path, rc: int, wall: float, err: str) -> None:
+    """The run's summary, past pytest's capture (`pytest -s` shows it): what the closing note quotes."""
+    end = load_trajectory(run).end if (run / "trajectory.jsonl").exists() else None
+    ended = f"ended {end['reason']} after {end['turns']} turns, tool mode {end['tool_mode']}" if end else "no end record"
+    print(f"[real server] {what}: rc {rc}, {wall:.1f} s, {ended}; stderr: {' | '.join(err.split(chr(10))).strip()}",
+          file=sys.__stderr__)
+
+
 def first_prompt_tokens(traj) -> int:
     meta = next(m for m, msg in zip(traj.message_meta, traj.messages, strict=True) if msg["role"] == "assistant")
     assert not meta["usage_estimated"]
@@ -140,7 +149,7 @@ def first_prompt_tokens(traj) -> int:
 def test_auto_mode_sees_the_dropped_tools_and_falls_back_to_text(plain, tmp_path, capsys):
     rc, wall = optimize(plain, tmp_path / "run", "--max-turns", "2")
     out, err = capsys.readouterr()
-    print(f"auto on the plain template: rc {rc}, {wall:.1f} s\n{out}\n{err}")
+    report("auto on the plain template", tmp_path / "run", rc, wall, err)
     assert rc == 0, err
     switches = [line for line in err.splitlines() if "switching to text tool calls" in line]
     assert len(switches) == 1 and "ignored the tools field" in switches[0], err
@@ -163,7 +172,7 @@ def test_auto_mode_sees_the_dropped_tools_and_falls_back_to_text(plain, tmp_path
 def test_native_mode_tools_reach_the_model_through_the_servers_template(hermes, tmp_path, capsys):
     rc, wall = optimize(hermes, tmp_path / "run", "--tool-mode", "native", "--max-turns", "2")
     out, err = capsys.readouterr()
-    print(f"native on the tools template: rc {rc}, {wall:.1f} s\n{out}\n{err}")
+    report("native on the tools template", tmp_path / "run", rc, wall, err)
     assert rc == 0 and "switching" not in err, err
     traj = load_trajectory(tmp_path / "run")
     tools = traj.header["tools"]
@@ -183,7 +192,7 @@ def test_grammar_forced_malformed_calls_end_the_run_early(plain, tmp_path, capsy
     rc, wall = optimize(plain, tmp_path / "run", "--tool-mode", "text", "--extra-body", json.dumps({"grammar": grammar}),
                         "--max-malformed", "2", "--max-turns", "10")
     out, err = capsys.readouterr()
-    print(f"grammar-forced malformed calls: rc {rc}, {wall:.1f} s\n{out}\n{err}")
+    report("grammar-forced malformed calls", tmp_path / "run", rc, wall, err)
     assert rc == 0, err
     traj = load_trajectory(tmp_path / "run")
     assert traj.end["reason"] == "malformed_calls" and traj.end["turns"] == 2
