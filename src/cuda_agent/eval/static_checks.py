@@ -15,7 +15,8 @@ streams, threads, CUDA graphs, process / network / file / native-library access,
 introspection, monkey-patching of modules, tensor subclasses, dynamic code, RNG seeding,
 third-party libraries (CUTLASS, CUB, thrust, cuRAND, cuFFT, cuSPARSE, cuSOLVER, Triton, ...),
 cuBLAS outside matrix products, cuDNN outside convolutions, and lowered precision (TF32 / fp16 /
-bf16 / tensor-core MMA) in fp32 tasks.
+bf16 / tensor-core MMA in fp32 tasks, fp8 in bf16 / fp16 tasks; the entry points name the task's
+precision and where it came from in those findings, with advice for that precision).
 
 What they cannot catch (the runtime defences must): a kernel that is never launched or returns
 uninitialised memory, pass-through / constant / wrong outputs, mutated inputs, hardcoded shapes,
@@ -41,6 +42,7 @@ the C++ lexer/checker belong together: one table drives both languages.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -76,7 +78,7 @@ RULES: dict[str, Rule] = {
     "monkey-patch": Rule(R, "py", "assigning or deleting attributes of modules (torch, time, builtins, ...), setattr on a module, sys.modules edits", "never change global state"),
     "tensor-subclass": Rule(R, "py", "tensor subclasses and dispatch hooks (__torch_function__, __torch_dispatch__, _make_subclass, dispatch modes)", "return plain tensors written by your kernel"),
     "import-cuda-agent": Rule(R, "py", "importing the evaluator (cuda_agent)", "nothing: the candidate must not touch the evaluator"),
-    "lowered-precision": Rule(R, "py,cpp", "lower precision than the task's (TF32, fp16, bf16, fp8, tensor-core MMA, allow_tf32, autocast) in an fp32 task", "compute in fp32 (CUDA-core FMA, or cuBLAS with CUBLAS_COMPUTE_32F / default math)"),
+    "lowered-precision": Rule(R, "py,cpp", "lower precision than the task's: TF32, fp16, bf16, fp8, tensor-core MMA, allow_tf32 or autocast in an fp32/fp64 task; fp8 in a bf16/fp16 task (the task declares PRECISION, or its precision follows its tensors' dtypes)", "compute at the task's precision: fp32 tasks in fp32 (CUDA-core FMA, or cuBLAS with CUBLAS_COMPUTE_32F / default math), bf16/fp16 tasks in bf16/fp16 with fp32 accumulation"),
     "dynamic-code": Rule(R, "py", "eval / exec / compile / __import__ / importlib / getattr on a module", "write the code out plainly"),
     "rng-state": Rule(R, "py", "seeding or reading RNG state (manual_seed, Generator, random, numpy.random)", "nothing: outputs must not depend on the evaluator's seed"),
     "torch-compiler": Rule(R, "py", "torch.compile / torch.jit / dynamo / inductor", "write the fused kernel yourself"),
@@ -125,6 +127,34 @@ class _Sink:
 def _low_precision(precision: str) -> bool:
     """True when half / bf16 / TF32 are below the task's precision."""
     return precision in ("fp32", "fp64")
+
+
+def precision_advice(precision: str, source: str = "") -> str:
+    """What a `lowered-precision` finding advises for a task of this precision (from `source`)."""
+    if precision in ("fp16", "bf16"):
+        return (f"compute in {precision}: bf16/fp16 loads, stores and arithmetic with fp32 accumulation (half2 / "
+                f"bfloat162 math, tensor-core MMA with fp32 accumulators, cuBLAS with CUBLAS_COMPUTE_32F) are fine in a "
+                f"{precision} task; fp8 and narrower types are below it")
+    if precision == "fp64":
+        return "compute in fp64 (double FMA, cuBLAS D routines); TF32, fp16, bf16, fp8 and tensor-core MMA are below it"
+    advice = ("compute in fp32 (CUDA-core FMA, or cuBLAS with CUBLAS_COMPUTE_32F / default math); TF32, fp16, bf16, "
+              "fp8 and tensor-core MMA are below it")
+    if source and source != "declared":
+        advice += ('; a task meant to run in bf16 or fp16 gets that precision from bf16/fp16 inputs or parameters, '
+                   'or from a PRECISION = "bf16" line')
+    return advice
+
+
+def explain_precision(findings: list[Finding], precision: str, source: str = "") -> list[Finding]:
+    """`lowered-precision` findings rewritten to name the task's precision and its source, with advice for it."""
+    out = []
+    for f in findings:
+        if f.rule == "lowered-precision":
+            detail = f.message.split("; instead: ", 1)[0]
+            task = f"; the task is {precision} ({source})" if source else ""
+            f = dataclasses.replace(f, message=f"{detail}{task}; instead: {precision_advice(precision, source)}")
+        out.append(f)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,7 +436,7 @@ class _PyChecker:
         if under({"torch.ops.load_library", "torch.classes.load_library", "torch.cuda.cudart"}):
             return "native-code", f"{dotted} loads native code"
         if _low_precision(self.precision) and (last in LOW_DTYPES or under(LOW_PRECISION_PY) or last in PRECISION_ATTRS):
-            return "lowered-precision", f"{dotted} lowers precision below fp32"
+            return "lowered-precision", f"{dotted} lowers precision below {self.precision}"
         if self.precision in ("fp16", "bf16") and last in FP8_DTYPES:
             return "lowered-precision", f"{dotted} lowers precision below {self.precision}"
         if dotted in ("torch.cuda.is_current_stream_capturing", "torch.cuda.Event") or under({"torch.profiler", "torch.autograd.profiler"}):
@@ -511,7 +541,7 @@ class _PyChecker:
         elif dotted.startswith(("importlib.", "types.FunctionType", "types.CodeType")):
             sink.add("dynamic-code", line, f"{dotted}()")
         if isinstance(n.func, ast.Attribute) and n.func.attr in ("half", "bfloat16") and not n.args and _low_precision(self.precision):
-            sink.add("lowered-precision", line, f".{n.func.attr}() casts below fp32")
+            sink.add("lowered-precision", line, f".{n.func.attr}() casts below {self.precision}")
         if isinstance(n.func, ast.Attribute) and n.func.attr in FILE_METHODS:
             sink.add("file-access", line, f".{n.func.attr}() touches files")
 
@@ -1017,7 +1047,7 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
             if m in TENSOR_COMPUTE or (m.endswith("_") and not m.startswith("_") and m not in ("requires_grad_", "resize_", "set_")) or DUNDER_MATH.match(m):
                 sink.add("aten-compute", t.line, f"tensor method .{m}() computes with ATen")
             elif m in ("half", "bfloat16") and low:
-                sink.add("lowered-precision", t.line, f".{m}() casts below fp32")
+                sink.add("lowered-precision", t.line, f".{m}() casts below {precision}")
             elif m in CPP_TENSOR_VIEW:
                 sink.add("aten-compute", t.line, f"tensor method .{m}() runs ATen", W)
             else:
@@ -1167,8 +1197,9 @@ def _check_plain_id(sink: _Sink, word: str, toks: list[Tok], i: int, precision: 
 CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
 
 
-def check_sources(sources: dict[str, str], *, precision: str = "fp32") -> list[Finding]:
-    """Findings for a workspace's agent files (relative path -> text)."""
+def check_sources(sources: dict[str, str], *, precision: str = "fp32", precision_source: str = "") -> list[Finding]:
+    """Findings for a workspace's agent files (relative path -> text). `precision_source` (the task's
+    `precision_source`) is named in `lowered-precision` findings."""
     out: list[Finding] = []
     for rel in sorted(sources):
         text = sources[rel]
@@ -1176,10 +1207,10 @@ def check_sources(sources: dict[str, str], *, precision: str = "fp32") -> list[F
             out += check_python(text, rel, precision)
         elif rel.endswith(CPP_SUFFIXES):
             out += check_cpp(text, rel, precision)
-    return out
+    return explain_precision(out, precision, precision_source)
 
 
-def check_single_file(text: str, *, precision: str = "fp32", name: str = "solution.py") -> list[Finding]:
+def check_single_file(text: str, *, precision: str = "fp32", name: str = "solution.py", precision_source: str = "") -> list[Finding]:
     """Findings for a KernelBench single-file solution: the Python with the Python rules, and
     every string literal that holds C++/CUDA source (load_inline sources) with the C++ rules."""
-    return check_python(text, name, precision)
+    return explain_precision(check_python(text, name, precision), precision, precision_source)
