@@ -72,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
     if args.reply_tokens:
         cfg.reply_reserve_tokens = args.reply_tokens
     console = Console()
+    if not args.quiet:
+        console.print(f"task {task.name}: {task.describe_precision()}", highlight=False, markup=False)
     progress = None if args.quiet else (lambda info: console.print(_progress_line(info), highlight=False))
     summary = run_episode(task, run_dir, client, cfg, progress=progress)
     if summary.reason == "llm_error" and summary.turns == 0:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -129,30 +130,67 @@ def _low_precision(precision: str) -> bool:
     return precision in ("fp32", "fp64")
 
 
-def precision_advice(precision: str, source: str = "") -> str:
-    """What a `lowered-precision` finding advises for a task of this precision (from `source`)."""
+# The names that only hold, load, store or convert a dtype (no arithmetic in it, no tensor cores): a
+# task whose own tensors have that dtype (Task.dtypes: a bf16 input of a task declared fp32, an fp8
+# weight of a bf16 task) needs them, so they are not below it. Set per check by the entry points.
+DTYPE_STORAGE = {
+    "bfloat16": re.compile(r"^(__nv_bfloat162?|nv_bfloat162?|__float2bfloat16\w*|__bfloat162float|__floats2bfloat162\w*|"
+                           r"__float22bfloat162\w*|__bfloat1622float2|BFloat16|kBFloat16|CUDA_R_16BF|CUDNN_DATA_BFLOAT16|"
+                           r"bfloat16|cuda_bf16\.hp?p?)$"),
+    "float16": re.compile(r"^(__half2?|__float2half\w*|__half2float|__floats2half2\w*|__float22half2\w*|__half22float2|"
+                          r"Half|kHalf|kFloat16|CUDA_R_16F|CUDNN_DATA_HALF|float16|half|cuda_fp16\.hp?p?)$"),
+    "float8": re.compile(r"^(__nv_fp8\w*|kFloat8\w*|Float8\w*|CUDA_R_8F\w*|CUDNN_DATA_FP8\w*|float8\w*|cuda_fp8\.hp?p?)$"),
+}
+_TASK_DTYPES: ContextVar[frozenset[str]] = ContextVar("task_dtypes", default=frozenset())
+
+
+def _task_dtype_name(word: str) -> bool:
+    """True when `word` (an identifier, a torch dtype or a header) only stores a dtype the task's tensors have."""
+    for d in _TASK_DTYPES.get():
+        pat = DTYPE_STORAGE.get("float8" if d.startswith("float8") else d)
+        if pat is not None and pat.match(word):
+            return True
+    return False
+
+
+def _below_task(word: str, precision: str) -> bool:
+    """A C++ identifier below the task's precision (and not only the storage of one of the task's dtypes)."""
+    below = (_low_precision(precision) and LOW_CPP_IDS.match(word)) or (precision in ("fp16", "bf16") and FP8_CPP_IDS.match(word))
+    return bool(below) and not _task_dtype_name(word)
+
+
+def precision_advice(precision: str, source: str = "", dtypes: tuple[str, ...] | frozenset[str] = ()) -> str:
+    """What a `lowered-precision` finding advises for a task of this precision (from `source`) whose
+    tensors have `dtypes`."""
     if precision in ("fp16", "bf16"):
         return (f"compute in {precision}: bf16/fp16 loads, stores and arithmetic with fp32 accumulation (half2 / "
                 f"bfloat162 math, tensor-core MMA with fp32 accumulators, cuBLAS with CUBLAS_COMPUTE_32F) are fine in a "
                 f"{precision} task; fp8 and narrower types are below it")
-    if precision == "fp64":
-        return "compute in fp64 (double FMA, cuBLAS D routines); TF32, fp16, bf16, fp8 and tensor-core MMA are below it"
-    advice = ("compute in fp32 (CUDA-core FMA, or cuBLAS with CUBLAS_COMPUTE_32F / default math); TF32, fp16, bf16, "
-              "fp8 and tensor-core MMA are below it")
+    advice = (("compute in fp64 (double FMA, cuBLAS D routines)" if precision == "fp64" else
+               "compute in fp32 (CUDA-core FMA, or cuBLAS with CUBLAS_COMPUTE_32F / default math)") +
+              "; TF32, fp16, bf16, fp8 and tensor-core MMA are below it")
+    held = sorted(d for d in dtypes if precision_of_dtype(d) in ("bf16", "fp16", "fp8"))
+    if held:
+        advice += f" (the task's own {'/'.join(held)} tensors may be loaded, stored and converted as they are)"
     if source and source != "declared":
         advice += ('; a task meant to run in bf16 or fp16 gets that precision from bf16/fp16 inputs or parameters, '
                    'or from a PRECISION = "bf16" line')
     return advice
 
 
-def explain_precision(findings: list[Finding], precision: str, source: str = "") -> list[Finding]:
+def precision_of_dtype(d: str) -> str | None:
+    return "fp8" if d.startswith("float8") else {"bfloat16": "bf16", "float16": "fp16"}.get(d)
+
+
+def explain_precision(findings: list[Finding], precision: str, source: str = "",
+                      dtypes: tuple[str, ...] | frozenset[str] = ()) -> list[Finding]:
     """`lowered-precision` findings rewritten to name the task's precision and its source, with advice for it."""
     out = []
     for f in findings:
         if f.rule == "lowered-precision":
             detail = f.message.split("; instead: ", 1)[0]
             task = f"; the task is {precision} ({source})" if source else ""
-            f = dataclasses.replace(f, message=f"{detail}{task}; instead: {precision_advice(precision, source)}")
+            f = dataclasses.replace(f, message=f"{detail}{task}; instead: {precision_advice(precision, source, dtypes)}")
         out.append(f)
     return out
 
@@ -435,9 +473,9 @@ class _PyChecker:
             return "system-call", f"{dotted} is a namespace or privilege system call"
         if under({"torch.ops.load_library", "torch.classes.load_library", "torch.cuda.cudart"}):
             return "native-code", f"{dotted} loads native code"
-        if _low_precision(self.precision) and (last in LOW_DTYPES or under(LOW_PRECISION_PY) or last in PRECISION_ATTRS):
+        if _low_precision(self.precision) and ((last in LOW_DTYPES and not _task_dtype_name(last)) or under(LOW_PRECISION_PY) or last in PRECISION_ATTRS):
             return "lowered-precision", f"{dotted} lowers precision below {self.precision}"
-        if self.precision in ("fp16", "bf16") and last in FP8_DTYPES:
+        if self.precision in ("fp16", "bf16") and last in FP8_DTYPES and not _task_dtype_name(last):
             return "lowered-precision", f"{dotted} lowers precision below {self.precision}"
         if dotted in ("torch.cuda.is_current_stream_capturing", "torch.cuda.Event") or under({"torch.profiler", "torch.autograd.profiler"}):
             return "timing-probe", f"{dotted} observes timing or capture"
@@ -974,7 +1012,7 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
             sink.add("system-call", t.line, f"#include <{name}> declares system calls")
         elif SUSPICIOUS_INC.match(name):
             sink.add("suspicious-include", t.line, f"#include <{name}>")
-        if low and LOW_INC.match(name):
+        if low and LOW_INC.match(name) and not _task_dtype_name(name):
             sink.add("lowered-precision", t.line, f"#include <{name}> (half-precision or MMA header)", W)
     asm_strings = _asm_strings(toks)
     aliases: dict[str, list[str]] = {}
@@ -1152,7 +1190,6 @@ def _check_plain_id(sink: _Sink, word: str, toks: list[Tok], i: int, precision: 
         called = i + 1 < len(toks) and toks[i + 1].text == "("
         prev = toks[i - 1].text if i else ""
     shown = name or word
-    low = _low_precision(precision)
     if PY_CAPI.match(word):
         sink.add("python-from-native", line, f"{shown} is the Python C API")
     elif SYSCALL_ID.match(word):
@@ -1173,7 +1210,7 @@ def _check_plain_id(sink: _Sink, word: str, toks: list[Tok], i: int, precision: 
         sink.add("cublas-non-gemm", line, f"{shown} is not a matrix product")
     elif CUDNN_NON_CONV.match(word):
         sink.add("cudnn-non-conv", line, f"{shown} is not a convolution")
-    elif (low and LOW_CPP_IDS.match(word)) or (precision in ("fp16", "bf16") and FP8_CPP_IDS.match(word)):
+    elif _below_task(word, precision):
         sink.add("lowered-precision", line, f"{shown} is below the task's precision ({precision})")
     elif word in ("setAllowTF32CuBLAS", "setAllowTF32CuDNN", "setFloat32MatmulPrecision", "setFloat32Precision"):
         sink.add("lowered-precision", line, f"{shown} changes global precision")
@@ -1197,20 +1234,32 @@ def _check_plain_id(sink: _Sink, word: str, toks: list[Tok], i: int, precision: 
 CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
 
 
-def check_sources(sources: dict[str, str], *, precision: str = "fp32", precision_source: str = "") -> list[Finding]:
+def check_sources(sources: dict[str, str], *, precision: str = "fp32", precision_source: str = "",
+                  task_dtypes: tuple[str, ...] = ()) -> list[Finding]:
     """Findings for a workspace's agent files (relative path -> text). `precision_source` (the task's
-    `precision_source`) is named in `lowered-precision` findings."""
+    `precision_source`) is named in `lowered-precision` findings; `task_dtypes` (`Task.dtypes`) are the
+    dtypes whose storage types are never below the task (`DTYPE_STORAGE`)."""
     out: list[Finding] = []
-    for rel in sorted(sources):
-        text = sources[rel]
-        if rel.endswith(".py"):
-            out += check_python(text, rel, precision)
-        elif rel.endswith(CPP_SUFFIXES):
-            out += check_cpp(text, rel, precision)
-    return explain_precision(out, precision, precision_source)
+    token = _TASK_DTYPES.set(frozenset(task_dtypes))
+    try:
+        for rel in sorted(sources):
+            text = sources[rel]
+            if rel.endswith(".py"):
+                out += check_python(text, rel, precision)
+            elif rel.endswith(CPP_SUFFIXES):
+                out += check_cpp(text, rel, precision)
+    finally:
+        _TASK_DTYPES.reset(token)
+    return explain_precision(out, precision, precision_source, task_dtypes)
 
 
-def check_single_file(text: str, *, precision: str = "fp32", name: str = "solution.py", precision_source: str = "") -> list[Finding]:
+def check_single_file(text: str, *, precision: str = "fp32", name: str = "solution.py", precision_source: str = "",
+                      task_dtypes: tuple[str, ...] = ()) -> list[Finding]:
     """Findings for a KernelBench single-file solution: the Python with the Python rules, and
     every string literal that holds C++/CUDA source (load_inline sources) with the C++ rules."""
-    return explain_precision(check_python(text, name, precision), precision, precision_source)
+    token = _TASK_DTYPES.set(frozenset(task_dtypes))
+    try:
+        out = check_python(text, name, precision)
+    finally:
+        _TASK_DTYPES.reset(token)
+    return explain_precision(out, precision, precision_source, task_dtypes)

@@ -19,6 +19,9 @@ module's version and the torch version), so a workspace's evaluations pay for th
 the probe cannot run the task at all (or torch is missing), the dtypes the source names on its syntax
 tree decide (`torch.bfloat16`, `.half()`, "float16": the lowest named half precision), else fp32.
 
+`Inferred.dtypes` are the floating dtypes seen (torch names): a task whose own tensors are bf16 needs
+bf16 loads and stores whatever its precision, and the static checks allow them (`Task.dtypes`).
+
 Not guaranteed: that the task runs (the evaluator's reference run says that), or that a dtype
 computed only from data (a dtype read from a file) is seen.
 """
@@ -48,12 +51,14 @@ OTHER_DTYPE = re.compile(r"\b(bfloat16|bf16|float16|half|fp16|float64|double|fp6
                          r"chalf|e4m3\w*|e5m2\w*|numpy|from_numpy)\b")
 GROUPS = (("inputs", "inputs"), ("init_inputs", "init inputs"), ("parameters", "parameters"), ("buffers", "buffers"))
 DEFAULT = "default: the task names no floating dtype but float32"
+TORCH_NAME = {"half": "float16", "double": "float64", "float": "float32", "chalf": "complex32"}  # aliases -> dtype names
 
 
 @dataclass(frozen=True)
 class Inferred:
     precision: str
     source: str  # "inferred from inputs: bfloat16 x2", "default: ...", ...
+    dtypes: tuple[str, ...] = ()  # the floating dtypes of the task's tensors (torch names), where seen
 
 
 def precision_of(dtype: str) -> str | None:
@@ -77,12 +82,14 @@ def decide(probe: dict) -> Inferred:
     """The precision from a probe's dtype counts (the rule in the module docstring); pure."""
     parts: list[str] = []
     found: dict[str, list[str]] = {}  # precision -> dtypes of it seen
+    dtypes: set[str] = set()
     for key, label in (*GROUPS, ("outputs", "outputs")):
         counts = probe.get(key) or {}
         new = False
         for d in counts:
             p = precision_of(d)
             if p is not None:
+                dtypes.add(d)
                 new = new or p not in found
                 found.setdefault(p, [])
                 if d not in found[p]:
@@ -102,7 +109,7 @@ def decide(probe: dict) -> Inferred:
         notes.append("fp8 counts as bf16, the lowest precision the evaluator knows")
     if probe.get("stage") == "cpu":
         notes.append("built on the CPU, meta tensors failed")
-    return Inferred(chosen, f"inferred from {seen}" + (f" ({'; '.join(notes)})" if notes else ""))
+    return Inferred(chosen, f"inferred from {seen}" + (f" ({'; '.join(notes)})" if notes else ""), tuple(sorted(dtypes)))
 
 
 def named_in_source(source: str) -> tuple[str, list[str]] | None:
@@ -145,7 +152,8 @@ def infer_precision(source: str) -> Inferred:
         else:
             named = named_in_source(source)
             why = f"the task does not run on meta or CPU tensors: {error}"
-            got = (Inferred(named[0], f"inferred from the dtypes the source names: {', '.join(named[1])}; {why}")
+            got = (Inferred(named[0], f"inferred from the dtypes the source names: {', '.join(named[1])}; {why}",
+                            tuple(sorted({TORCH_NAME.get(x, x) for x in named[1]})))
                    if named else Inferred("fp32", f"default; {why}"))
     _memo[key] = got
     return got
@@ -200,8 +208,8 @@ def _read(path: Path | None) -> Inferred | None:
         return None
     try:
         d = json.loads(path.read_text())
-        if d["precision"] in ORDER and isinstance(d["source"], str):
-            return Inferred(d["precision"], d["source"])
+        if d["precision"] in ORDER and isinstance(d["source"], str) and all(isinstance(x, str) for x in d["dtypes"]):
+            return Inferred(d["precision"], d["source"], tuple(d["dtypes"]))
     except (OSError, ValueError, KeyError, TypeError):
         pass
     return None
@@ -213,5 +221,5 @@ def _write(path: Path | None, got: Inferred) -> None:
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"precision": got.precision, "source": got.source}))
+        tmp.write_text(json.dumps({"precision": got.precision, "source": got.source, "dtypes": list(got.dtypes)}))
         tmp.replace(path)

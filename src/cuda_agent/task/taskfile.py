@@ -12,7 +12,9 @@ lowest floating dtype among its inputs, parameters, buffers and outputs; a
 source naming no dtype but float32 is fp32 without running anything, others
 are run once in a subprocess on meta tensors). `Task.precision_source` says
 where the precision came from ("declared", "inferred from inputs: bfloat16 x2",
-"default: ...") and `Task.describe_precision()` is the line the CLI prints.
+"default: ...") and `Task.describe_precision()` is the line the CLI prints;
+`Task.dtypes` are the floating dtypes its tensors have (declared or not), whose
+plain loads, stores and conversions the static checks never call lowered.
 
 Not guaranteed: that the task runs, is deterministic, or is a good benchmark
 (that is what lint-task and the evaluator's reference run are for).
@@ -46,6 +48,7 @@ class Task:
     rtol: float = DEFAULT_TOLERANCE["fp32"]
     precision_source: str = "default"  # "declared", "inferred from inputs: bfloat16 x2", "default: ..."
     tolerance_declared: tuple[str, ...] = ()  # which of "ATOL", "RTOL" the task gives
+    dtypes: tuple[str, ...] = ()  # floating dtypes of the task's tensors ("bfloat16", ...), where known
 
     def describe_precision(self) -> str:
         """One line: `precision bf16 (inferred from inputs: bfloat16 x2), atol 0.05 rtol 0.05 (the bf16 defaults)`."""
@@ -102,13 +105,13 @@ class Task:
         tol_declared = tuple(k for k in ("ATOL", "RTOL") if k in consts)
         if not all(isinstance(v, (int, float)) and v > 0 for v in (consts.get("ATOL", 1.0), consts.get("RTOL", 1.0))):
             raise TaskError(f"{where}: ATOL and RTOL must be positive numbers")
-        if "PRECISION" not in consts:  # after the cheap checks: this may run the task (in a subprocess)
-            inferred = infer_precision(source)
+        inferred = infer_precision(source)  # after the cheap checks: this may run the task (in a subprocess)
+        if "PRECISION" not in consts:
             precision, precision_source = inferred.precision, inferred.source
         tol = DEFAULT_TOLERANCE[precision]
         atol, rtol = consts.get("ATOL", tol), consts.get("RTOL", tol)
         return cls(name=name, source=source, path=path, precision=precision, atol=float(atol), rtol=float(rtol),
-                   precision_source=precision_source, tolerance_declared=tol_declared)
+                   precision_source=precision_source, tolerance_declared=tol_declared, dtypes=inferred.dtypes)
 
 
 def _module_constants(tree: ast.Module) -> dict[str, object]:
