@@ -101,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
                       context_tokens=args.context, reply_reserve_tokens=args.reply_tokens, max_no_tool=args.max_no_tool,
                       max_malformed=args.max_malformed, bash_timeout_s=args.bash_timeout)
     console = Console()
+    if not args.quiet:
+        console.print(f"task {task.name}: {task.describe_precision()}", highlight=False, markup=False)
     progress = None if args.quiet else (lambda info: console.print(_progress_line(info), highlight=False))
     try:
         summary = run_episode(task, run_dir, client, cfg, progress=progress)
