@@ -36,8 +36,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda_agent.eval import inline_split
-from cuda_agent.eval.build import BuildResult, toolchain
+from cuda_agent.eval import inline_split, symbols
+from cuda_agent.eval.build import BuildResult, rejected_build, toolchain
 from cuda_agent.eval.procs import run_command, tail
 
 _SHAPING = {"name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
@@ -346,6 +346,11 @@ def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, 
     if any(rc != 0 for _, rc, _ in results):
         timed_out = any(rc is None for _, rc, _ in results)
         return BuildResult(False, None, tail("\n".join(logs)), time.monotonic() - t0, timed_out, False, rebuilt, note)
+    # every unit holds the candidate's text: all are checked, against the set of a unit that defines a module
+    objects = [("model_new.py", f"load_inline {call.name!r} {kinds[o]}", o) for _, o in units]
+    bad = symbols.check(objects, "single_file", cache_dir=cache_dir, arch=arch, deadline=deadline)
+    if bad:
+        return rejected_build(bad, logs, time.monotonic() - t0, rebuilt, note)
     tc = toolchain(arch)
     ld = [f for f in call.extra_ldflags if f.startswith(("-l", "-L"))]
     link_key = hashlib.sha256(("|".join(o.name for _, o in units) + "|" + " ".join(ld) + call.name).encode()).hexdigest()[:24]
