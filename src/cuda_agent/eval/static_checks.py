@@ -17,12 +17,32 @@ third-party libraries (CUTLASS, CUB, thrust, cuRAND, cuFFT, cuSPARSE, cuSOLVER, 
 cuBLAS outside matrix products, cuDNN outside convolutions, and lowered precision (TF32 / fp16 /
 bf16 / tensor-core MMA) in fp32 tasks.
 
+Symbols under other names (issue 28): the assembler and the linker take the name a declaration gives
+them, so `extern "C" int run(const char*) __asm__("PyRun_SimpleString")` calls the interpreter with no
+forbidden identifier. `symbol-rename` rejects asm labels on declarations (functions and variables,
+`asm` / `__asm__` / `__asm`, at any scope, through macros too), alias / weakref / ifunc / symver /
+section attributes (`__attribute__` and `[[gnu::...]]`), `#pragma redefine_extname` / `weak` and their
+`_Pragma` form, assembler outside function bodies, symbol directives and host-symbol operands in any asm
+string (.set, .equ, .symver, .globl, .weak, .section, @PLT, %rip), extern "C" definitions of CUDA
+runtime / driver / Python / loader functions (interposition), `__wrap_` / `__real_` names, and
+load_inline flags that rename (-D values are checked as the C++ they become; --wrap, --defsym).
+`runtime-symbol-lookup` rejects what finds code at run time and shows in the source: the loader's
+tables and internals (dl_iterate_phdr, dladdr, link_map, _r_debug, _dl_*, __libc_*, getauxval, ELF
+types, <link.h>, <elf.h>, <sys/auxv.h>), /proc/<pid> paths, return addresses and backtraces, strings that
+are exactly a C-API or loader symbol, and torch's operator registry (c10::Dispatcher, findSchema,
+TORCH_LIBRARY*). Inline asm statements inside functions (PTX: `asm volatile(...)`, or `asm(...)` with
+operands or an instruction's text) stay allowed; a statement is told from a label by what precedes it (a
+declarator: a name, `]`, a parameter list) and, in a macro's body, by its text. Names built at run time
+cannot be seen here: `eval/symbols.py` checks the compiled objects' symbols after the build (rule
+`built-symbol`), whatever the source called them.
+
 What they cannot catch (the runtime defences must): a kernel that is never launched or returns
 uninitialised memory, pass-through / constant / wrong outputs, mutated inputs, hardcoded shapes,
 output caches keyed on pointers or contents, work deferred across calls, code that behaves
 differently when timed, races and out-of-bounds accesses, and anything hidden behind obfuscation
 the lexer does not undo (macros built with `##`, `using namespace torch`, computed attribute
-names); the suspicious forms of those are reported as WARN. A TorchDispatchMode log of the ATen
+names; a symbol name pasted with `##` is left to the post-build symbol check); the suspicious forms of
+those are reported as WARN. A TorchDispatchMode log of the ATen
 ops executed during the candidate's forward is the stronger, authoritative check.
 
 Decisions: tensor creation allowed in forward and C++ is empty / empty_like / empty_strided and
@@ -958,8 +978,16 @@ LOOKUP_INC = re.compile(r"^(link\.h|elf\.h|sys/auxv\.h|execinfo\.h|unwind\.h|lib
 LOOKUP_STRING = re.compile(r"^(_?Py[A-Z][A-Za-z0-9]*_\w+|_?Py_[A-Za-z]\w*|dlsym|dlvsym|dlopen|dlmopen|dl_iterate_phdr"
                            r"|dladdr1?|_dl_\w+|__libc_dl\w+|THP\w+)$")
 PROC_SELF = re.compile(r"/proc/(self|thread-self|\d+|%d)(/|$)|/proc/\w*/(maps|smaps|mem|exe|auxv|environ)")
-# functions a candidate may not define: a definition of one interposes the runtime's own
-INTERPOSED = re.compile(r"^(cuda[A-Z]\w*|cu[A-Z]\w*|_?Py[A-Z_]\w*|dl(open|mopen|sym|vsym|close|error|addr1?|info|iterate_phdr))$")
+# functions a candidate may not define: a definition of one interposes the runtime's own. The CUDA
+# runtime's and driver's by family (cudaEvent*, cuLaunch*, ...), so that a launcher of one's own
+# called cudaRelu or cuMatmul stays a plain name
+CUDA_API = (r"cuda(Event|Stream|Launch|Malloc|Free|Memcpy|Memset|Mem|Device|Get|Set|Graph|Func|Host|Peer|Ipc|Import"
+            r"|External|Signal|Wait|Array|Mipmapped|Create|Destroy|Bind|Unbind|Profiler|Runtime|Driver|Pointer|Occupancy"
+            r"|Thread|Ctx|Library|Kernel|Register|Unregister|Push|Pop|Configure|Setup|Init|Deinit|Peek|Chrono|Log)\w*"
+            r"|cu(Launch|Mem|Event|Stream|Ctx|Module|Func|Graph|Device|Init|Get|Link|Library|Kernel|Occupancy|Pointer"
+            r"|Profiler|Tex|Surf|Array|Import|External|Signal|Wait|User|Driver|Coredump|Checkpoint|Log|Multicast)\w*"
+            r"|__cuda[A-Z]\w*")
+INTERPOSED = re.compile(rf"^({CUDA_API}|_?Py[A-Z_]\w*|dl(open|mopen|sym|vsym|close|error|addr1?|info|iterate_phdr))$")
 # compiler and linker flags (Python strings of a load_inline call) that rename symbols
 RENAME_FLAGS = re.compile(r"(^|[\s,=])(--?defsym|--?wrap|--redefine-syms?|--?alias)([\s,=]|$)")
 DEFINE_FLAG = re.compile(r"^-D\s*([A-Za-z_]\w*(?:\([^)]*\))?)(?:=(.*))?$", re.S)

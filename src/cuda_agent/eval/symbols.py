@@ -16,9 +16,10 @@ REJECT `Finding` (rule `built-symbol`) per object that
   `torch::wrap_pybind_function`), for "single_file" that plus what the pristine `binding.cpp` needs (a
   load_inline unit defines the module itself);
 - references the dynamic linker's lookup or internals (`dlsym`, `dlopen`, `dlvsym`, `dl_iterate_phdr`,
-  `dladdr`, `_dl_*`, `__libc_dl*`, `_r_debug`, `getauxval`) or `mprotect` / `syscall`;
-- defines (exports) a function of the CUDA runtime or driver, Python or the loader (`cuda*`, `cu*`,
-  `Py*`, `dlsym`, ...: an interposition attempt).
+  `dladdr`, `_dl_*`, `__libc_dl*`, `_r_debug`, `getauxval`), `mprotect` / `syscall`, or `__real_*` (a
+  linker `--wrap`);
+- defines (exports) a function of the CUDA runtime or driver, Python or the loader (`cudaEvent*`,
+  `cuLaunch*`, ... by family, `Py*`, `dlsym`, `__wrap_*`, ...: an interposition attempt).
 Each finding names the object and the symbols. Version suffixes (`dlsym@GLIBC_2.2.5`) are dropped first.
 
 The allowlist: `BUILTIN` holds the sets measured for torch 2.13 / g++ 12 (`derive` printed them). An
@@ -57,6 +58,7 @@ from pathlib import Path
 
 from cuda_agent.eval import build as build_mod
 from cuda_agent.eval.result import Finding, Severity
+from cuda_agent.eval.static_checks import CUDA_API
 
 RULE = "built-symbol"
 INSTEAD = "bind plain functions over tensors and scalars; declare nothing under another symbol's name"
@@ -66,10 +68,10 @@ PY_SYMBOL = re.compile(r"^_?Py[A-Z_]")
 # never referenced by an honest object: the loader's lookup and internals, page protection, raw syscalls
 DENIED = re.compile(r"^(dlsym|dlvsym|dlopen|dlmopen|dlclose|dlerror|dlinfo|dladdr1?|dl_iterate_phdr|_dl_\w+|__dl_\w+"
                     r"|__libc_dl\w+|_r_debug|getauxval|__getauxval|mprotect|pkey_mprotect|syscall|process_vm_writev"
-                    r"|ptrace)$")
+                    r"|ptrace|__real_\w+)$")
 # never defined by a candidate: a global definition of one of these interposes the runtime's own
-INTERPOSED = re.compile(r"^(cuda[A-Z]\w*|cu[A-Z]\w*|_?Py(?!Init_)[A-Z_]\w*|dl(open|mopen|sym|vsym|close|error|addr1?|info"
-                        r"|iterate_phdr)|__libc_\w+|_dl_\w+)$")
+INTERPOSED = re.compile(rf"^({CUDA_API}|_?Py(?!Init_)[A-Z_]\w*|dl(open|mopen|sym|vsym|close|error|addr1?|info"
+                        r"|iterate_phdr)|__libc_\w+|_dl_\w+|__wrap_\w+)$")
 
 # A binding as an honest candidate may write it: the argument and return types pybind11 and torch
 # convert, argument options, overloads, lambdas and torch's error-translating wrapper. Not dicts:
