@@ -223,3 +223,29 @@ def test_the_derived_allowlist_covers_the_builtin_and_the_examples(tmp_path, cac
     assert obj.is_file()  # compiled by the derivation, under the build's own key
     assert symbols.check([("binding.cpp", "binding.cpp", obj)], "single_file", cache_dir=None, arch="9.0", deadline=0,
                          allowed=derived["single_file"]) == []
+
+
+@pytest.mark.slow
+@needs_cxx
+def test_an_evaluation_of_a_renamed_call_ends_with_reward_minus_one_naming_the_symbol(tmp_path, cache_env, monkeypatch):
+    """End to end on the CPU lane, with the static gate off: the build's symbol check stops the evaluation
+    before anything is linked or loaded, and the result names the symbol. (Status `rejected` once the
+    pipeline turns `BuildResult.findings` into findings; until then the build's failure, `compile_error`.)"""
+    from test_pipeline_cpu import LANE, cpu_cfg
+
+    from cuda_agent.eval import pipeline, static_gate
+    from cuda_agent.eval.api import evaluate_workspace
+    from cuda_agent.eval.result import Status
+
+    monkeypatch.setattr(pipeline, "static_findings", lambda *a, **k: [])
+    monkeypatch.setattr(static_gate, "static_findings", lambda *a, **k: [])
+    ws = init_workspace(Task.from_file(LANE / "task.py"), tmp_path / "ws")
+    shutil.copytree(LANE / "kernels", ws / "kernels", dirs_exist_ok=True)
+    (ws / "kernels" / "renamed_binding.cpp").write_text(
+        '#include "binding_registry.h"\n'
+        'extern "C" int run_it(const char*) __asm__("PyRun_SimpleString");\n'
+        'static torch::Tensor hook(torch::Tensor x) { run_it("import sys"); return torch::empty_like(x); }\n'
+        'static void bind(pybind11::module_& m) { m.def("hook", &hook); }\nREGISTER_BINDING(renamed, bind)\n')
+    r = evaluate_workspace(ws, config=cpu_cfg(), phase="compile")
+    assert r.reward == -1 and r.status in (Status.REJECTED, Status.COMPILE_ERROR), (r.status, r.message)
+    assert "PyRun_SimpleString" in r.message + r.log and "kernels/renamed_binding.cpp" in r.message + r.log

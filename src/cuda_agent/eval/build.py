@@ -11,6 +11,12 @@ an unchanged candidate is not rebuilt at all. Compiles run in parallel, each
 in its own process group, under one shared deadline. Failures come back as a
 `BuildResult` with the compiler's output, never as an exception.
 
+Before the link, every candidate object (all but the pristine binding.cpp's, cached ones
+too) goes through the post-build symbol check (`symbols.check`, milliseconds): an object
+that references a Python-facing symbol the pristine binding does not need, the loader's
+lookup (dlsym, dl_iterate_phdr, ...), or defines a CUDA runtime function is not linked;
+the result is not ok, carries the REJECT findings in `findings` and names them in its log.
+
 Not guaranteed: that the module loads or runs (that is the child's job), or
 that a compiler given hostile source is harmless (the sandbox's job).
 """

@@ -9,6 +9,8 @@ builds the same extension with the evaluator's split, content-cached build: the 
 compile in parallel, each object cached by its text and flags, so an unchanged file links from
 the cache and an edit of the CUDA string recompiles that unit only. The candidate child's
 `load_inline` then returns the prebuilt module for a call of that name (`child.cmd_setup`).
+Every unit's object passes the post-build symbol check (`symbols.check`, layout "single_file")
+before the link, as a workspace's do (`build`); a rejection is a failed `BuildResult` with findings.
 
 Contract: `find_calls(text)` returns one `InlineCall` per `load_inline(...)` call in the file
 when every argument that shapes the build is static (string literals, lists of them,
