@@ -266,6 +266,10 @@ def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalR
 def _built_or_stop(b: BuildResult, cfg: EvalConfig, res: EvalResult, t0: float) -> None:
     res.phases_s["compile"] = round(time.monotonic() - t0, 3)
     res.log = b.log
+    if b.findings:  # the post-build symbol check (eval/symbols.py): a rejection, not a compile error
+        res.findings.extend(b.findings)
+        f = b.findings[0]
+        raise finish(res, Status.REJECTED, f"rejected by rule {f.rule} ({f.file}): {f.message}", b.log)
     if not b.ok:
         if b.timed_out:
             raise finish(res, Status.TIMEOUT, f"compile exceeded its {cfg.compile_timeout:.0f} s budget", b.log)
