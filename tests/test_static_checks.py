@@ -74,6 +74,9 @@ def test_hack(d: Path):
     if exp["caught_by"] == "static":
         assert exp["rule"] in RULES
         assert exp["rule"] in _rejects(found), [f.to_dict() for f in found]
+    elif exp["caught_by"] == "build":  # only the post-build symbol check sees it (tests/test_symbols.py builds it)
+        assert exp["rule"] == "built-symbol" and exp.get("symbol"), exp
+        assert not _rejects(found), [f.to_dict() for f in found if f.severity is Severity.REJECT]
     else:
         assert exp["caught_by"] == "runtime" and exp["rule"] is None
     assert set(exp.get("warn", [])) <= _warns(found) | _rejects(found)
@@ -564,3 +567,120 @@ def test_the_registry_header_is_accepted_by_either_spelling(spelling):
                                      '"/etc/passwd"', '"../.cuda-agent/task.json"', '"../SKILL.md"'])
 def test_other_includes_that_leave_kernels_are_rejected(include):
     assert "file-access" in _rejects(check_cpp(f"#include {include}\n", "kernels/x_binding.cpp"))
+
+
+# --------------------------------------------------------------------------- renamed and rebound symbols (issue 28)
+
+SYMBOL_REJECTS = [
+    ("symbol-rename", 'extern "C" int run_it(const char*) __asm__("PyRun_SimpleString");\n'),
+    ("symbol-rename", 'int run_it(const char*) asm("PyRun_" "Simple" "String");\n'),
+    ("symbol-rename", 'extern "C" int run_it(const char*) __asm("PyRun_SimpleString");\n'),
+    ("symbol-rename", 'extern char run_bytes[] __asm__("PyRun_SimpleString");\n'),
+    ("symbol-rename", 'extern void* p asm("PyEval_GetGlobals");\n'),
+    ("symbol-rename", 'int f(const char*) noexcept asm("x");\n'),
+    ("symbol-rename", 'int (*const f)(const char*) asm("x") = nullptr;\n'),
+    ("symbol-rename", 'namespace n { int f(const char*) asm("x"); }\n'),
+    ("symbol-rename", 'extern "C" { int f(const char*) asm("x"); }\n'),
+    ("symbol-rename", 'struct S { static int f(const char*) asm("x"); };\n'),
+    ("symbol-rename", 'void g() { extern int f(const char*) asm("x"); f(""); }\n'),
+    ("symbol-rename", '#define EXTNAME(s) __asm__(s)\nint f(const char*) EXTNAME("x");\n'),
+    ("symbol-rename", '#define HIDE __asm__("PyRun_SimpleString")\nint f(const char*) HIDE;\n'),
+    ("symbol-rename", '#define HIDE(a, b) __asm__(#a #b)\nint f(const char*) HIDE(P, yRun);\n'),
+    ("symbol-rename", '#define LABEL __asm__\nint f(const char*) LABEL("x");\n'),
+    ("symbol-rename", 'asm(".globl run\\n.set run, target");\nextern "C" int run(const char*);\n'),
+    ("symbol-rename", '__asm__ volatile("nop");\n'),  # assembler outside a function, qualifiers or not
+    ("symbol-rename", '__asm__(".symver lookup, dlsym@GLIBC_2.2.5");\n'),
+    ("symbol-rename", 'void g() { asm volatile(".set foo, bar"); }\n'),
+    ("symbol-rename", 'void g() { asm volatile(".pushsection .init_array\\n.quad g\\n.popsection"); }\n'),
+    ("symbol-rename", 'void g() { asm volatile("call foo@PLT"); }\n'),
+    ("symbol-rename", 'void g() { long x; asm volatile("lea foo(%%rip), %0" : "=r"(x)); }\n'),
+    ("symbol-rename", 'static int f(const char*) __attribute__((weakref("x")));\n'),
+    ("symbol-rename", 'extern "C" int f() __attribute__((alias("g")));\n'),
+    ("symbol-rename", 'extern "C" int f() __attribute__((__ifunc__("resolve")));\n'),
+    ("symbol-rename", 'extern "C" int f() __attribute((symver("f@V1")));\n'),
+    ("symbol-rename", '__attribute__((section(".init_array"))) static void* p = 0;\n'),
+    ("symbol-rename", '[[gnu::alias("g")]] extern "C" int f();\n'),
+    ("symbol-rename", '#pragma redefine_extname f g\nextern "C" int f();\n'),
+    ("symbol-rename", "#pragma weak f = g\n"),
+    ("symbol-rename", '_Pragma("redefine_extname f g")\nextern "C" int f();\n'),
+    ("symbol-rename", 'extern "C" cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { return cudaSuccess; }\n'),
+    ("symbol-rename", 'extern "C" {\ncudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { return cudaSuccess; }\n}\n'),
+    ("symbol-rename", 'extern "C" float __wrap_cudaEventElapsedTime(float*, void*, void*);\n'),
+    ("runtime-symbol-lookup", "#include <link.h>\nint cb(struct dl_phdr_info* i, size_t, void*) { return 0; }\nvoid g() { dl_iterate_phdr(cb, 0); }\n"),
+    ("runtime-symbol-lookup", "void g() { Dl_info i; dladdr((void*)&g, &i); }\n"),
+    ("runtime-symbol-lookup", "extern struct r_debug _r_debug;\n"),
+    ("runtime-symbol-lookup", "void g(struct link_map* m) { m = m->l_next; }\n"),
+    ("runtime-symbol-lookup", "#include <sys/auxv.h>\nvoid g() { unsigned long p = getauxval(AT_PHDR); }\n"),
+    ("runtime-symbol-lookup", "#include <elf.h>\n"),
+    ("runtime-symbol-lookup", 'const char* m = "/proc/self/maps";\n'),
+    ("runtime-symbol-lookup", 'const char* m = "/proc/12/mem";\n'),
+    ("runtime-symbol-lookup", 'extern "C" void* __libc_dlsym(void*, const char*);\n'),
+    ("runtime-symbol-lookup", 'extern "C" void* _dl_sym(void*, const char*, void*);\n'),
+    ("runtime-symbol-lookup", "void g() { void* r = __builtin_return_address(0); }\n"),
+    ("runtime-symbol-lookup", "void g(void** b) { backtrace(b, 8); }\n"),
+    ("runtime-symbol-lookup", 'const char* n = "PyRun_SimpleString";\n'),
+    ("runtime-symbol-lookup", 'const char* n = "dl_iterate_phdr";\n'),
+    ("runtime-symbol-lookup", binding('auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::relu", "");\nreturn a;')),
+    ("runtime-symbol-lookup", 'TORCH_LIBRARY_IMPL(aten, CUDA, m) { m.impl("sum", &f); }\n'),
+    ("runtime-symbol-lookup", "#include <torch/library.h>\n"),
+]
+
+
+@pytest.mark.parametrize("rule,src", SYMBOL_REJECTS, ids=[f"{r}-{i}" for i, (r, _) in enumerate(SYMBOL_REJECTS)])
+def test_renamed_and_rebound_symbols_are_rejected(rule, src):
+    found = check_cpp(src, "kernels/x_binding.cpp")
+    assert rule in _rejects(found), [f.to_dict() for f in found]
+    assert "instead:" in next(f for f in found if f.rule == rule).message
+
+
+SYMBOL_CLEAN = [
+    # inline PTX statements inside device functions, kernels, lambdas and macros stay allowed
+    '__device__ unsigned lane() { unsigned r; asm volatile("mov.u32 %0, %%laneid;" : "=r"(r)); return r; }\n',
+    '__device__ float t(float v) { float r; asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(v)); return r; }\n',
+    '__global__ void k() { asm("trap;"); }\n',
+    "__global__ void k(int x) { if (x) asm(\"trap;\"); else asm(\"exit;\"); }\n",
+    '#define CP_ASYNC_COMMIT() asm volatile("cp.async.commit_group;\\n" ::)\n#define BAR() asm("bar.sync 0;")\n'
+    '#define WAIT(n) asm volatile("cp.async.wait_group %0;\\n" :: "n"(n))\n#define NOP() asm("nop")\n',
+    '__device__ void f(float* p) { asm volatile("{\\n\\t.reg .pred p;\\n\\t.reg .f32 t;\\n\\tld.global.nc.f32 t, [%0];\\n\\t}" :: "l"(p)); }\n',
+    '__device__ void f() { asm volatile(".local .align 8 .b8 buf[16];"); }\n',
+    '__device__ void f(float* d) { asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]) : "l"(d)); }\n',
+    "auto f = [](float* x) { asm(\"trap;\"); };\n",
+    'auto f(float* x) -> float { asm("trap;"); return 0.f; }\n',
+    'struct S { S(int a) : v(a) { asm volatile("nop"); } int v; };\n',
+    'template <int N> __device__ __forceinline__ float ld(const float* p) { float v; asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(v) : "l"(p)); return v; }\n',
+    # ordinary attributes
+    "__global__ void __launch_bounds__(256) k(float* __restrict__ x) { __shared__ __align__(16) float s[32]; "
+    "__attribute__((unused)) int u = 0; }\nstruct __attribute__((aligned(16))) V { float a; };\n[[maybe_unused]] static int z = 0;\n"
+    "static inline __attribute__((always_inline, noinline)) int h() { return 1; }\n[[gnu::always_inline]] inline int h2() { return 2; }\n",
+    # C names that only look like the runtime's, strings that only mention Python
+    'extern "C" void matmul_launch(const float* A, float* C, int n, cudaStream_t s) { }\n',
+    "static void cudaCheck(cudaError_t e) { }\n",
+    'const char* m = "needs PyTorch 2.0 (see the Py_ docs)";\n',
+    "#pragma unroll 4\n#pragma nv_diag_suppress 177\n",
+]
+
+
+@pytest.mark.parametrize("src", SYMBOL_CLEAN, ids=range(len(SYMBOL_CLEAN)))
+def test_inline_ptx_and_ordinary_attributes_stay_clean(src):
+    found = check_cpp(src, "kernels/x.cu")
+    assert not _rejects(found), [f.to_dict() for f in found if f.severity is Severity.REJECT]
+
+
+@pytest.mark.parametrize("flag,rule", [
+    ("-Drun_it=PyRun_SimpleString", "python-from-native"),
+    ("-Dlook=dlsym", "native-code"),
+    ("-Wl,--wrap=cudaEventElapsedTime", "symbol-rename"),
+    ("-Wl,--defsym=run=PyRun_SimpleString", "symbol-rename"),
+    ("-Xlinker --wrap=cudaEventElapsedTime", "symbol-rename"),
+])
+def test_load_inline_flags_that_rename_are_rejected(flag, rule):
+    src = ("from torch.utils.cpp_extension import load_inline\n"
+           f"ext = load_inline(name='m', cpp_sources='int f();', functions=['f'], extra_cflags=['-O3', {flag!r}])\n")
+    assert rule in _rejects(check_single_file(src)), [f.to_dict() for f in check_single_file(src)]
+
+
+def test_ordinary_load_inline_flags_pass():
+    src = ("from torch.utils.cpp_extension import load_inline\n"
+           "ext = load_inline(name='m', cpp_sources='int f();', functions=['f'], extra_cflags=['-O3', '-DNDEBUG', '-DTILE=16'],\n"
+           "                  extra_cuda_cflags=['--use_fast_math', '-lineinfo'], extra_ldflags=['-lcublas'])\n")
+    assert not _rejects(check_single_file(src))

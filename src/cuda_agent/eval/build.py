@@ -11,6 +11,12 @@ an unchanged candidate is not rebuilt at all. Compiles run in parallel, each
 in its own process group, under one shared deadline. Failures come back as a
 `BuildResult` with the compiler's output, never as an exception.
 
+Before the link, every candidate object (all but the pristine binding.cpp's, cached ones
+too) goes through the post-build symbol check (`symbols.check`, milliseconds): an object
+that references a Python-facing symbol the pristine binding does not need, the loader's
+lookup (dlsym, dl_iterate_phdr, ...), or defines a CUDA runtime function is not linked;
+the result is not ok, carries the REJECT findings in `findings` and names them in its log.
+
 Not guaranteed: that the module loads or runs (that is the child's job), or
 that a compiler given hostile source is harmless (the sandbox's job).
 """
@@ -32,7 +38,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from cuda_agent.eval import symbols
 from cuda_agent.eval.procs import CommandResult, run_command, tail
+from cuda_agent.eval.result import Finding
 from cuda_agent.task.workspace import cache_root
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
@@ -49,6 +57,9 @@ class BuildResult:
     cached: bool = False  # nothing was compiled or linked
     rebuilt: list[str] = field(default_factory=list)  # units compiled this time
     note: str = ""  # how it was built, where that is worth saying (a single file's CUDA text split or not)
+    # REJECT findings of the post-build symbol check (`symbols.check`): the objects compiled, but link to
+    # what a candidate may not reach; ok is False and nothing is linked
+    findings: list[Finding] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -205,6 +216,13 @@ def _run_compiler(cmd: list[str], *, timeout: float, cwd: Path) -> CommandResult
         return CommandResult(127, f"{CANNOT_RUN} {cmd[0]}: {e.strerror or e}\n", 0.0)
 
 
+def rejected_build(findings: list[Finding], logs: list[str], seconds: float, rebuilt: list[str], note: str = "") -> BuildResult:
+    """The objects compiled but the symbol check rejects them: not linked, not loaded."""
+    why = "\n".join(f"{f.rule}: {f.message}" for f in findings)
+    return BuildResult(False, None, tail("\n".join([*logs, f"== symbol check: rejected\n{why}"])), seconds, False, False,
+                       rebuilt, note, findings)
+
+
 def toolchain_id() -> str:
     """The toolchain minus its target arch (compiler versions, include and library dirs): part of
     the result cache's key, since installing a header or a compiler can change a verdict."""
@@ -275,6 +293,11 @@ def build(root: Path, cache_dir: Path, *, arch: str, timeout: float, jobs: int =
     rebuilt = [str(s.relative_to(root)) for s, _ in todo]
     if failed:
         return BuildResult(False, None, tail("\n".join(logs)), time.monotonic() - t0, timed_out, False, rebuilt)
+    # every candidate object's symbols, the pristine binding.cpp's excepted (cached objects too: milliseconds)
+    objects = [(str(s.relative_to(root)), str(s.relative_to(root)), o) for s, o in units if s != root / "binding.cpp"]
+    bad = symbols.check(objects, "workspace", cache_dir=cache_dir, arch=arch, deadline=deadline)
+    if bad:
+        return rejected_build(bad, logs, time.monotonic() - t0, rebuilt)
     sources_text = "".join(p.read_text(errors="replace") for p, _ in units)
     extra = ["cudnn"] if "cudnn.h" in sources_text else []
     link_key = hashlib.sha256(("|".join(o.name for _, o in units) + "|" + ",".join(extra)).encode()).hexdigest()[:24]

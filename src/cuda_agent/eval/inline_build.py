@@ -9,6 +9,8 @@ builds the same extension with the evaluator's split, content-cached build: the 
 compile in parallel, each object cached by its text and flags, so an unchanged file links from
 the cache and an edit of the CUDA string recompiles that unit only. The candidate child's
 `load_inline` then returns the prebuilt module for a call of that name (`child.cmd_setup`).
+Every unit's object passes the post-build symbol check (`symbols.check`, layout "single_file")
+before the link, as a workspace's do (`build`); a rejection is a failed `BuildResult` with findings.
 
 Contract: `find_calls(text)` returns one `InlineCall` per `load_inline(...)` call in the file
 when every argument that shapes the build is static (string literals, lists of them,
@@ -36,8 +38,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda_agent.eval import inline_split
-from cuda_agent.eval.build import BuildResult, toolchain
+from cuda_agent.eval import inline_split, symbols
+from cuda_agent.eval.build import BuildResult, rejected_build, toolchain
 from cuda_agent.eval.procs import run_command, tail
 
 _SHAPING = {"name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
@@ -346,6 +348,11 @@ def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, 
     if any(rc != 0 for _, rc, _ in results):
         timed_out = any(rc is None for _, rc, _ in results)
         return BuildResult(False, None, tail("\n".join(logs)), time.monotonic() - t0, timed_out, False, rebuilt, note)
+    # every unit holds the candidate's text: all are checked, against the set of a unit that defines a module
+    objects = [("model_new.py", f"load_inline {call.name!r} {kinds[o]}", o) for _, o in units]
+    bad = symbols.check(objects, "single_file", cache_dir=cache_dir, arch=arch, deadline=deadline)
+    if bad:
+        return rejected_build(bad, logs, time.monotonic() - t0, rebuilt, note)
     tc = toolchain(arch)
     ld = [f for f in call.extra_ldflags if f.startswith(("-l", "-L"))]
     link_key = hashlib.sha256(("|".join(o.name for _, o in units) + "|" + " ".join(ld) + call.name).encode()).hexdigest()[:24]
