@@ -59,6 +59,9 @@ class EvalConfig:
     # the evaluator's clock (trusted_time): the time that counts is the one the parent's clock confirms;
     # its tolerances come from the bursts' own spread (trusted_time.TOL_FLOOR..TOL_CAP), not from here
     trusted_clock: bool = True  # off only to measure what it costs (benchmarks: the defences' cost)
+    # False only for the red team's runtime lane: static REJECT findings and the post-build symbol check are
+    # recorded, not applied, so that the run-time defences (above all the evaluator's clock) are seen alone
+    static_gate: bool = True
     shape_probe: bool = True  # one more call with the batch-like dim doubled (catches hardcoded shapes)
     sanitize: bool = False  # compute-sanitizer memcheck + racecheck over one call (slow; `eval --sanitize`)
     sanitize_timeout: float = 900.0  # per check: load + one call under the sanitizer

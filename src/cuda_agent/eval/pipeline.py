@@ -151,6 +151,9 @@ def _new_result(cand: Candidate, gpu: gpu_mod.GPU | None) -> EvalResult:
 
 def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, res: EvalResult, cache: KVCache | None) -> None:
     rejected = [f for f in res.findings if f.severity is Severity.REJECT]
+    if rejected and not cfg.static_gate:  # the red team's runtime lane: the static rules' verdicts noted, not applied
+        res.defences["static_gate"] = "off: " + ", ".join(sorted({f.rule for f in rejected}))
+        rejected = []
     if rejected:
         f = rejected[0]
         where = f" ({f.file}:{f.line})" if f.file and f.line else (f" ({f.file})" if f.file else "")
@@ -251,7 +254,8 @@ def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalR
         notes: list[str] = []
         cached = True
         for call in calls:
-            b = inline_build.build_call(call, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, use_cache=cfg.use_cache)
+            b = inline_build.build_call(call, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, use_cache=cfg.use_cache,
+                                       check_symbols=cfg.static_gate)
             _built_or_stop(b, cfg, res, t0)
             built[call.name] = str(b.so_path)
             notes.append(f"{call.name}: {b.note}" if b.note else call.name)
@@ -259,7 +263,8 @@ def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalR
         res.cache["build"] = cached
         res.defences["inline_build"] = f"in the evaluator: {'; '.join(notes)}"
         return _Built(inline=built)
-    b = build(cand.root, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, jobs=cfg.jobs, use_cache=cfg.use_cache)
+    b = build(cand.root, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, jobs=cfg.jobs, use_cache=cfg.use_cache,
+              check_symbols=cfg.static_gate)
     res.cache["build"] = b.cached
     _built_or_stop(b, cfg, res, t0)
     return _Built(so_path=b.so_path)
@@ -268,6 +273,10 @@ def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalR
 def _built_or_stop(b: BuildResult, cfg: EvalConfig, res: EvalResult, t0: float) -> None:
     res.phases_s["compile"] = round(time.monotonic() - t0, 3)
     res.log = b.log
+    if b.findings:  # the post-build symbol check (eval/symbols.py): a rejection, not a compile error
+        res.findings.extend(b.findings)
+        f = b.findings[0]
+        raise finish(res, Status.REJECTED, f"rejected by rule {f.rule} ({f.file}): {f.message}", b.log)
     if not b.ok:
         if b.timed_out:
             raise finish(res, Status.TIMEOUT, f"compile exceeded its {cfg.compile_timeout:.0f} s budget", b.log)
