@@ -83,7 +83,7 @@ def materialize(task: str, dest: Path, factor: float | None = None) -> Path:
     return out
 
 
-def _evaluate(task: str, factor: float | None, how: str, root: str) -> dict:
+def _evaluate(task: str, factor: float | None, how: str, root: str, task_file: str | None = None) -> dict:
     """One evaluation in this process (a pool worker for the shared runs); a plain dict back."""
     from cuda_agent.eval.api import evaluate_single_file, evaluate_workspace
     from cuda_agent.eval.config import EvalConfig
@@ -99,7 +99,7 @@ def _evaluate(task: str, factor: float | None, how: str, root: str) -> dict:
         factor_files = factor
     if how == "native":
         cfg = replace(cfg, static_gate=False)
-    t = Task.from_file(FORGERY / "tasks" / f"{task}.py")
+    t = Task.from_file(Path(task_file) if task_file else FORGERY / "tasks" / f"{task}.py")
     work = Path(root)
     sol = materialize(task, work / "sol", factor_files)
     t0 = time.monotonic()
