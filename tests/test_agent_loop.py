@@ -220,3 +220,107 @@ def test_cli_optimize_then_show(tmp_path, capsys, monkeypatch):
 def test_wall_time_limit_ends_before_the_first_turn(tmp_path):
     s, srv, traj = episode(tmp_path, [reply(None, [call("finish")])], cfg=AgentConfig(max_wall_s=0))
     assert s.reason == "max_wall" and s.turns == 0 and not srv.requests and traj.end["reward"] == -1
+
+
+def cli_task(tmp_path):
+    task = tmp_path / "relu2.py"
+    task.write_text(TASK)
+    return str(task)
+
+
+@pytest.mark.parametrize("flags,names", [
+    (["--context", "1000", "--reply-tokens", "100"], ["--context 1,000", "--reply-tokens 100", "raise --context to at least"]),
+    (["--context", "3000"], ["--context 3,000", "minimal reply (512 tokens)", "raise --context to at least"]),
+    (["--context", "8192", "--reply-tokens", "8000"], ["--reply-tokens 8,000", "lower --reply-tokens to at most"]),
+])
+def test_a_budget_that_cannot_hold_the_first_prompt_is_a_usage_error(tmp_path, capsys, flags, names):
+    with serving([reply(None, [call("finish")])]) as srv:
+        rc = main(["optimize", cli_task(tmp_path), "--model", "fake", "--base-url", srv.base_url, "-o", str(tmp_path / "run"), *flags])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "first prompt (about" in err and "Traceback" not in err, err
+    assert all(n in err for n in names), err
+    assert not srv.requests and not (tmp_path / "run").exists()  # nothing sent, nothing left behind
+
+
+def test_the_reply_reserve_is_capped_to_a_share_of_a_small_context(tmp_path):
+    s, srv, traj = episode(tmp_path, [reply(None, [call("finish")])], cfg=AgentConfig(context_tokens=8192, bash_timeout_s=10))
+    assert s.reason == "finished" and traj.header["budget"]["reserve_tokens"] == 2048
+    assert traj.header["budget"]["first_prompt_tokens"] + 512 < 8192 - 2048
+
+
+def test_the_servers_window_sets_and_caps_the_budget(tmp_path):
+    with serving([reply(None, [call("finish")])] * 2, window=16000) as srv:
+        client = ChatClient(ClientConfig(model="fake", base_url=srv.base_url), sleep=lambda s: None)
+        run_episode(Task.from_source(TASK, "relu2"), tmp_path / "a", client, AgentConfig(bash_timeout_s=10), evaluator=FakeEvaluator([]))
+        client = ChatClient(ClientConfig(model="fake", base_url=srv.base_url), sleep=lambda s: None)
+        s = run_episode(Task.from_source(TASK, "relu2"), tmp_path / "b", client, AgentConfig(context_tokens=100000, bash_timeout_s=10),
+                        evaluator=FakeEvaluator([]))
+    a, b = load_trajectory(tmp_path / "a"), load_trajectory(tmp_path / "b")
+    assert a.header["budget"] == {**a.header["budget"], "context_tokens": 16000, "reserve_tokens": 4000, "source": "server"}
+    assert b.header["budget"]["context_tokens"] == 16000 and any("below --context 100,000" in n for n in s.notes)
+    assert [n["kind"] for n in b.notes] == ["budget", "tool_check"]
+
+
+def test_a_smaller_window_named_by_the_server_becomes_the_budget(tmp_path):
+    big = "seq 1 400"  # about 400 tokens of output per call
+    script = [reply(f"step {i}", [call("bash", {"command": big})]) for i in range(3)]
+    script += [error(400, "This model's maximum context length is 6000 tokens. However, you requested 9000 tokens"),
+               reply(None, [call("finish")])]
+    s, srv, traj = episode(tmp_path, script, cfg=AgentConfig(context_tokens=20000, bash_timeout_s=10))
+    assert s.reason == "finished"
+    note = next(n for n in traj.notes if n["kind"] == "budget")
+    assert note["context_tokens"] == 6000 and note["reserve_tokens"] == 1500
+    assert any(n["kind"] == "elide" and n.get("forced") for n in traj.notes)
+
+
+BAD = reply(None, [call("frobnicate", {})])
+
+
+def test_replies_with_only_malformed_calls_end_the_episode(tmp_path):
+    s, srv, traj = episode(tmp_path, [BAD, reply("<tool_call>{broken</tool_call>"), reply(None, [call("read", "{not json")])] * 3)
+    assert s.reason == "malformed_calls" and s.turns == 3 and len(srv.requests) == 3
+    assert traj.end["reason"] == "malformed_calls" and traj.header["config"]["max_malformed"] == 3
+
+
+def test_a_usable_call_resets_the_malformed_streak_and_no_tool_replies_do_not(tmp_path):
+    good = reply(None, [call("glob", {"pattern": "*"}), call("frobnicate", {})])  # one usable call is enough
+    s, _, _ = episode(tmp_path / "a", [BAD, BAD, good, BAD, BAD, reply(None, [call("finish")])])
+    assert s.reason == "finished" and s.turns == 6
+    # before issue 31 this alternation never ended: each malformed reply reset the no-tool count
+    s, _, _ = episode(tmp_path / "b", [BAD, reply("thinking"), BAD, reply("still"), BAD, reply(None, [call("finish")])])
+    assert s.reason == "malformed_calls" and s.turns == 5
+
+
+def test_cli_limits_for_both_early_ends_and_what_show_says(tmp_path, capsys):
+    task = cli_task(tmp_path)
+    with serving([reply("hmm")] * 3) as srv:
+        rc = main(["optimize", task, "--model", "fake", "--base-url", srv.base_url, "--max-no-tool", "1", "-o", str(tmp_path / "a")])
+    out = capsys.readouterr().out
+    assert rc == 0 and len(srv.requests) == 1 and "no_tool_call" in out and "--max-no-tool" in out
+    with serving([BAD] * 5) as srv:
+        rc = main(["optimize", task, "--model", "fake", "--base-url", srv.base_url, "--max-malformed", "2", "-o", str(tmp_path / "b")])
+    out = capsys.readouterr().out
+    assert rc == 0 and len(srv.requests) == 2 and "malformed_calls" in out and "--max-malformed" in out
+    assert main(["show", str(tmp_path / "b")]) == 0
+    shown = capsys.readouterr().out
+    assert "2 replies in a row with only malformed tool calls (--max-malformed)" in shown and "malformed)" in shown
+
+
+def test_cli_says_the_text_fallback_once_on_stderr_and_logs_it(tmp_path, capsys):
+    script = [reply("I'll look. " + text_call("read", {"path": "model.py"})), reply(text_call("finish", {}))]
+    with serving(script, ignore_tools=True) as srv:
+        rc = main(["optimize", cli_task(tmp_path), "--model", "fake", "--base-url", srv.base_url, "-o", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert rc == 0 and len(srv.probes) == 1 and all("tools" not in r for r in srv.requests)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "switching to text tool calls" in lines[0] and "ignored the tools field" in lines[0]
+    traj = load_trajectory(tmp_path / "run")
+    assert [n["kind"] for n in traj.notes] == ["tool_check", "tool_mode"] and traj.end["tool_mode"] == "text"
+    assert traj.notes[0]["verdict"] == "ignored"
+
+
+def test_cli_retries_print_progress(tmp_path, capsys):
+    with serving([error(503, "warming up"), reply(None, [call("finish")])]) as srv:
+        rc = main(["optimize", cli_task(tmp_path), "--model", "fake", "--base-url", srv.base_url, "-q", "-o", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert rc == 0 and "attempt 1 of 6 failed: HTTP 503: warming up; retrying in" in err

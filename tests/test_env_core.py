@@ -103,6 +103,27 @@ def test_malformed_calls_are_observations(env_of):
     assert [o.malformed for o in r.observations] == [True, False, True]
 
 
+def test_replies_with_only_malformed_calls_end_the_episode(env_of):
+    env, _ = env_of(max_malformed=2, max_no_tool=2)
+    bad = [ToolCall("", "frobnicate", "{}")]
+    r = env.step({"role": "assistant", "content": "x"}, bad)
+    assert not r.done and r.observations[0].malformed
+    r = env.step({"role": "assistant", "content": "no call"})  # neither kind of useless reply resets the other
+    assert not r.done and r.observations[0].nudge
+    r = env.step({"role": "assistant", "content": "x"}, bad)
+    assert r.done and r.reason == "malformed_calls" and len(r.observations) == 1 and r.reward == -1
+
+
+def test_one_usable_call_resets_both_counts(env_of):
+    env, _ = env_of(max_malformed=2, max_no_tool=2)
+    bad = [ToolCall("", "frobnicate", "{}")]
+    env.step({"role": "assistant", "content": "x"}, bad)
+    env.step({"role": "assistant", "content": "none"})
+    assert not env.step({"role": "assistant", "content": "x"}, bad + [ToolCall("", "glob", '{"pattern": "*"}')]).done
+    assert not env.step({"role": "assistant", "content": "x"}, bad).done
+    assert not env.step({"role": "assistant", "content": "none"}).done
+
+
 def test_no_tool_nudges_then_ends(env_of):
     env, _ = env_of(max_no_tool=2)
     r = env.step({"role": "assistant", "content": "thinking"}, finish_reason="length")

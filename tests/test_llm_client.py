@@ -103,3 +103,94 @@ def test_to_text_messages_renders_native_history():
     out = to_text_messages(msgs, TOOLS)
     assert out[2]["content"].startswith("<tool_call>") and '"path": "a"' in out[2]["content"]
     assert out[3]["role"] == "user" and out[3]["content"].count("<tool_response>") == 2 and len(out) == 4
+
+
+# A schema set as large as the agent's own (about 4.9k characters), so the tools probe can tell.
+BIG_TOOLS = [{"type": "function", "function": {
+    "name": f"tool_{i}", "description": f"tool number {i}: " + "does one careful thing with the workspace. " * 6,
+    "parameters": {"type": "object", "properties": {"path": {"type": "string", "description": "a relative path"},
+                                                   "text": {"type": "string", "description": "what to write"}},
+                   "required": ["path"]}}} for i in range(8)]
+
+
+def test_auto_probe_finds_a_server_that_drops_the_tools_and_switches_to_text():
+    said = []
+    with serving([reply(text_call("tool_0", {"path": "a"})), reply("ok")], ignore_tools=True) as srv:
+        cl = client(srv.base_url)
+        cl.notify = said.append
+        c = cl.complete(MSGS, BIG_TOOLS)
+        cl.complete(MSGS, BIG_TOOLS)
+    assert len(srv.probes) == 1 and srv.probes[0]["max_tokens"] == 1 and srv.probes[0]["tools"] == BIG_TOOLS
+    assert cl.mode == "text" and cl.tool_check["verdict"] == "ignored"
+    assert cl.tool_check["prompt_tokens"] < cl.tool_check["min_prompt_tokens"]
+    assert all("tools" not in r for r in srv.requests) and "<tool_call>" in srv.requests[0]["messages"][0]["content"]
+    assert c.tool_calls[0].name == "tool_0"
+    assert len(said) == 1 and "ignored the tools field" in said[0] and len(cl.mode_switches) == 1
+
+
+def test_auto_probe_sees_the_tools_used_and_stays_native():
+    with serving([reply(None, [call("tool_1", {"path": "a"})]), reply("ok")]) as srv:
+        cl = client(srv.base_url)
+        cl.complete(MSGS, BIG_TOOLS)
+        cl.complete(MSGS, BIG_TOOLS)
+    assert len(srv.probes) == 1 and cl.tool_check["verdict"] == "used" and cl.mode == "native" and not cl.mode_switches
+    assert srv.requests[0]["tools"] == BIG_TOOLS and srv.requests[0]["tool_choice"] == "auto"
+
+
+@pytest.mark.parametrize("probe,verdict", [(reply("OK", no_usage=True), "inconclusive: the server reports no token usage"),
+                                           (error(400, "max_tokens must be at least 16"), "inconclusive")])
+def test_an_inconclusive_probe_keeps_native_mode(probe, verdict):
+    with serving([reply("ok")], probe=probe) as srv:
+        cl = client(srv.base_url)
+        assert cl.complete(MSGS, BIG_TOOLS).content == "ok"
+    assert cl.mode == "native" and cl.tool_check["verdict"].startswith(verdict) and "tools" in srv.requests[0]
+
+
+def test_a_probe_rejected_for_its_tools_switches_to_text():
+    msg = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+    with serving([reply("ok")], probe=error(400, msg)) as srv:
+        cl = client(srv.base_url)
+        cl.complete(MSGS, BIG_TOOLS)
+    assert cl.mode == "text" and cl.tool_check["verdict"] == "rejected" and "tools" not in srv.requests[0]
+
+
+def test_no_probe_in_native_or_text_mode_or_with_small_schemas():
+    for kw, tools in (({"tool_mode": "native"}, BIG_TOOLS), ({"tool_mode": "text"}, BIG_TOOLS), ({}, TOOLS)):
+        with serving([reply("ok")]) as srv:
+            client(srv.base_url, **kw).complete(MSGS, tools)
+        assert not srv.probes, kw
+
+
+def test_retries_are_said_as_they_happen_with_attempt_wait_and_reason():
+    said = []
+    with serving([error(503, "loading model"), error(429, "slow down"), reply("ok")]) as srv:
+        cl = client(srv.base_url, max_retries=3)
+        cl.notify = said.append
+        cl.complete(MSGS, TOOLS)
+    assert len(said) == 2 and said == cl.retries_log
+    assert said[0].startswith("attempt 1 of 4 failed: HTTP 503: loading model; retrying in ") and said[0].endswith(" s")
+    assert said[1].startswith("attempt 2 of 4 failed: HTTP 429: slow down")
+
+
+@pytest.mark.parametrize("retries,text", [(0, "gave up after 1 attempt)"), (1, "gave up after 2 attempts)")])
+def test_gave_up_counts_attempts_in_the_right_number(retries, text):
+    with serving([error(503)] * 3) as srv:
+        with pytest.raises(LLMError) as e:
+            client(srv.base_url, max_retries=retries).complete(MSGS, TOOLS)
+    assert str(e.value).endswith(text)
+
+
+def test_context_window_from_the_model_list():
+    with serving(window=32768) as srv:
+        assert client(srv.base_url).context_window() == 32768
+    with serving() as srv:
+        assert client(srv.base_url).context_window() is None
+    assert client("http://127.0.0.1:9/v1").context_window() is None  # nothing listens there
+
+
+def test_window_named_in_context_length_errors():
+    from cuda_agent.llm.client import window_from_error
+
+    assert window_from_error("This model's maximum context length is 8192 tokens. However, you requested 9000") == 8192
+    assert window_from_error("Requested tokens (9001) exceed context window of 4096") == 4096
+    assert window_from_error("prompt too long") is None

@@ -247,5 +247,5 @@ def test_an_evaluation_of_a_renamed_call_ends_with_reward_minus_one_naming_the_s
         'static torch::Tensor hook(torch::Tensor x) { run_it("import sys"); return torch::empty_like(x); }\n'
         'static void bind(pybind11::module_& m) { m.def("hook", &hook); }\nREGISTER_BINDING(renamed, bind)\n')
     r = evaluate_workspace(ws, config=cpu_cfg(), phase="compile")
-    assert r.reward == -1 and r.status in (Status.REJECTED, Status.COMPILE_ERROR), (r.status, r.message)
+    assert r.reward == -1 and r.status is Status.REJECTED, (r.status, r.message)
     assert "PyRun_SimpleString" in r.message + r.log and "kernels/renamed_binding.cpp" in r.message + r.log

@@ -15,7 +15,7 @@ import torch.nn as nn
 from fake_openai_server import reply, serving
 
 from cuda_agent.synth import records
-from cuda_agent.synth.astsim import Program, assignment_max, features, model_class, similarity, upper_bound
+from cuda_agent.synth.astsim import Program, assignment_max, features, model_class, parse_model, similarity, upper_bound
 from cuda_agent.synth.compose import PAPER_MIX, DeterministicComposer, Planner, parse_mix, rejects_path, run_compose
 from cuda_agent.synth.crawl import _function_target, _module_target, crawl, probe_target
 from cuda_agent.synth.dataset import read_tasks, write_tasks
@@ -227,7 +227,7 @@ def test_nearest_reference_is_the_brute_force_maximum(seeds):
     index = RefIndex.build(refs)
     got = index.nearest(cands[12:])
     for code, near in zip(cands[12:], got, strict=True):
-        p = Program.parse(model_class(code))
+        p = parse_model(code)
         brute = max(similarity(p, q) for q in index.programs)
         assert near.similarity == brute and near.exact_evals <= len(refs)
     assert sum(n.exact_evals for n in got) < len(got) * len(refs)  # the bound pruned something

@@ -106,7 +106,8 @@ def test_each_stage_rejects_the_candidate_it_exists_for(tmp_path, cache_env):
     assert "random ops" in rej[ids["dropout"]]["reason"]
     assert "pass_through" in rej[ids["pass_through"]]["reason"] and "constant" in rej[ids["constant"]]["reason"]
     assert "torch.compile disagrees with eager" in rej[ids["compile_fails"]]["reason"]
-    assert "> 0.9 to linear_bias_relu" in rej[ids["renamed_copy"]]["reason"]
+    assert "semantic copy of linear_bias_relu" in rej[ids["renamed_copy"]]["reason"]
+    assert rej[ids["renamed_copy"]]["measure"] == "semantic"
     assert "no batch-like dimension" in rej[ids["no_batch_dim"]]["reason"]
     # the only survivor: the too-fast one, re-shaped into the window
     assert summary.kept == 1 and ids["too_fast"] not in rej

@@ -14,6 +14,15 @@ the server's cache over the next turns):
 Token counts are estimated as characters / 4, scaled by the ratio the server's
 reported prompt_tokens showed on the last call (`calibrate`).
 
+`plan_budget` turns the settings into numbers that add up before a run starts:
+the budget is `--context`, else the window the server reports, else 131,072
+(and never more than a reported window); the reply reserve is `--reply-tokens`
+when given (the server is asked for at most that many), else 8,192 capped to a
+quarter of the budget and, when the first prompt leaves less, what it leaves. A
+budget that cannot hold the first prompt plus a reply of `MIN_REPLY_TOKENS`
+(or of `--reply-tokens`) raises `BudgetError`, whose message names the numbers
+and the setting to change.
+
 Not guaranteed: that the result fits; `fits()` says so and the loop ends the run
 when it does not.
 """
@@ -27,6 +36,54 @@ from typing import Any
 from cuda_agent.llm.textcalls import has_text_calls, strip_text_calls
 
 ELIDED = "[output elided to save context; run the tool again if you need it]"
+DEFAULT_CONTEXT_TOKENS = 131072
+DEFAULT_REPLY_TOKENS = 8192
+REPLY_SHARE = 0.25  # the reply reserve takes at most this share of the budget unless --reply-tokens says otherwise
+MIN_REPLY_TOKENS = 512  # a reply that can still hold one small kernel write
+
+
+class BudgetError(ValueError):
+    """The context budget cannot hold the first prompt plus a reply; the message names the numbers and the flag."""
+
+
+@dataclass
+class Budget:
+    context_tokens: int
+    reserve_tokens: int
+    first_prompt_tokens: int
+    source: str  # where context_tokens came from: "--context", "server", "default"
+    notes: list[str] = field(default_factory=list)
+
+
+def _k(n: int) -> str:
+    return f"{n:,}"
+
+
+def plan_budget(first_prompt: int, context: int | None, window: int | None, reply_tokens: int | None) -> Budget:
+    """The budget and reply reserve for a run whose first prompt is about `first_prompt` tokens (see the module doc)."""
+    notes: list[str] = []
+    if context:
+        budget, source = context, "--context"
+        if window and window < context:
+            notes.append(f"the server reports a context window of {_k(window)} tokens, below --context {_k(context)}; using {_k(window)}")
+            budget, source = window, "server"
+    else:
+        budget, source = (window, "server") if window else (DEFAULT_CONTEXT_TOKENS, "default")
+    where = {"--context": f"--context {_k(budget)}", "server": f"the server's context window of {_k(budget)} tokens",
+             "default": f"the default budget of {_k(budget)} tokens (--context)"}[source]
+    fix = "raise --context" if source != "server" else "run the model with a larger window (the server reports its own)"
+    if reply_tokens:
+        if first_prompt + reply_tokens > budget:
+            room = budget - first_prompt
+            lower = f", or lower --reply-tokens to at most {_k(room)}" if room >= MIN_REPLY_TOKENS else ""
+            raise BudgetError(f"{where} cannot hold the first prompt (about {_k(first_prompt)} tokens) plus a reply of "
+                              f"--reply-tokens {_k(reply_tokens)}: {fix} to at least {_k(first_prompt + reply_tokens)}{lower}")
+        return Budget(budget, reply_tokens, first_prompt, source, notes)
+    if first_prompt + MIN_REPLY_TOKENS > budget:
+        raise BudgetError(f"{where} cannot hold the first prompt (about {_k(first_prompt)} tokens) plus a minimal reply "
+                          f"({_k(MIN_REPLY_TOKENS)} tokens): {fix} to at least {_k(first_prompt + MIN_REPLY_TOKENS)}")
+    reserve = min(DEFAULT_REPLY_TOKENS, int(budget * REPLY_SHARE), budget - first_prompt)
+    return Budget(budget, reserve, first_prompt, source, notes)
 
 
 def message_chars(m: dict[str, Any]) -> int:

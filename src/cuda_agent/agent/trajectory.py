@@ -12,7 +12,12 @@ so a crash loses at most the record being written. Messages are logged as they
 were first sent; elision is logged as a note, so the loader rebuilds the full,
 unelided conversation. `load_trajectory` accepts a file whose last line is cut
 short (a crash mid-write) and reports `complete=False` when the end record is
-missing. It refuses another major format version.
+missing. It refuses another major format version. Damage is never an exception
+other than `ValueError` (with the file's name, one line) or `OSError`: a file
+that is empty, holds no whole header line, or whose first line is not a header
+object is refused; a later line that is not JSON, not an object, or a known
+record of the wrong shape is skipped and said in `damaged` ("line N: why"), so
+readers render what is readable and the RFT filter can refuse it.
 
 Not guaranteed: records of a future minor addition (unknown "type") are kept in
 `other` and otherwise ignored.
@@ -78,6 +83,7 @@ class Trajectory:
     end: dict[str, Any] | None = None
     other: list[dict[str, Any]] = field(default_factory=list)
     truncated: bool = False  # the last line was cut short
+    damaged: list[str] = field(default_factory=list)  # "line N: why" for each line skipped as unreadable
     records: list[dict[str, Any]] = field(default_factory=list)  # every record after the header, in order
 
     @property
@@ -99,35 +105,59 @@ def load_trajectory(path: str | Path) -> Trajectory:
     p = Path(path)
     if p.is_dir():
         p = p / "trajectory.jsonl"
-    lines = p.read_text(encoding="utf-8").splitlines()
-    if not lines:
+    lines = p.read_text(encoding="utf-8", errors="replace").splitlines()
+    if not any(line.strip() for line in lines):
         raise ValueError(f"{p}: empty trajectory file")
-    records: list[dict[str, Any]] = []
+    records: list[tuple[int, Any]] = []
     truncated = False
+    damaged: list[str] = []
+    last = max(n for n, line in enumerate(lines, 1) if line.strip())
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            records.append((n, json.loads(line)))
         except json.JSONDecodeError:
-            if n == len(lines):
+            if n == last:
                 truncated = True  # a crash mid-write; everything before it is intact
                 break
-            raise ValueError(f"{p}:{n}: not a JSON line") from None
-    head = records[0]
+            if not records:
+                raise ValueError(f"{p}:{n}: the first line is not JSON, so not a cuda-agent trajectory") from None
+            damaged.append(f"line {n}: not a JSON line")
+    if not records:
+        raise ValueError(f"{p}: its only line is not whole JSON (a header cut short as the run started, or not a "
+                         "trajectory); nothing to read")
+    head = records[0][1]
+    if not isinstance(head, dict):
+        raise ValueError(f"{p}: not a cuda-agent trajectory (the first line is a JSON {type(head).__name__}, not an object)")
     fmt = str(head.get("format", ""))
     if head.get("type") != "header" or fmt.rsplit("/", 1)[0] != FORMAT.rsplit("/", 1)[0]:
         raise ValueError(f"{p}: not a cuda-agent trajectory (format {fmt!r})")
     if fmt.rsplit("/", 1)[1].split(".")[0] != FORMAT.rsplit("/", 1)[1]:
         raise ValueError(f"{p}: trajectory format {fmt} is not supported by this version (reads {FORMAT})")
-    t = Trajectory(header=head, truncated=truncated, records=records[1:])
-    for r in records[1:]:
+    for key in ("task", "config", "budget"):
+        if key in head and not isinstance(head[key], dict):
+            damaged.append(f"line 1: header field {key!r} is not an object")
+            head = {k: v for k, v in head.items() if k != key}
+    t = Trajectory(header=head, truncated=truncated, damaged=damaged)
+    for n, r in records[1:]:
+        why = _shape_error(r)
+        if why is None and r.get("type") == "eval":
+            try:
+                ev = EvalRecord(int(r["turn"]), str(r.get("call_id", "")), str(r["phase"]), bool(r.get("best")),
+                                EvalResult.from_dict(r["result"]))
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                why = f"eval record with an unreadable result ({type(e).__name__}: {e})"
+        if why is not None:
+            t.damaged.append(f"line {n}: {why}"[:300])
+            continue
+        t.records.append(r)
         kind = r.get("type")
         if kind == "message":
             t.messages.append(r["message"])
             t.message_meta.append({k: v for k, v in r.items() if k not in ("type", "message")})
         elif kind == "eval":
-            t.evals.append(EvalRecord(r["turn"], r.get("call_id", ""), r["phase"], bool(r.get("best")), EvalResult.from_dict(r["result"])))
+            t.evals.append(ev)
         elif kind == "note":
             t.notes.append(r)
         elif kind == "end":
@@ -135,3 +165,33 @@ def load_trajectory(path: str | Path) -> Trajectory:
         else:
             t.other.append(r)
     return t
+
+
+def _shape_error(r: Any) -> str | None:
+    """Why a record cannot be used as what its type says, or None when it can."""
+    if not isinstance(r, dict):
+        return f"a JSON {type(r).__name__}, not a record object"
+    kind = r.get("type")
+    if kind == "message":
+        m = r.get("message")
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            return "message record without a message object with a role"
+        if not isinstance(m.get("content"), str | None):
+            return "message whose content is not text"
+        calls = m.get("tool_calls")
+        if calls is not None and not (isinstance(calls, list) and all(
+                isinstance(c, dict) and isinstance(c.get("function"), dict) and isinstance(c["function"].get("name"), str)
+                and isinstance(c["function"].get("arguments", ""), str) for c in calls)):
+            return "message with unreadable tool calls"
+        if not isinstance(r.get("turn", 0), int):
+            return "message record whose turn is not a number"
+    elif kind == "eval":
+        if not isinstance(r.get("result"), dict):
+            return "eval record without a result object"
+    elif kind == "note":
+        if not isinstance(r.get("kind"), str):
+            return "note record without a kind"
+    elif kind == "end":
+        if not isinstance(r.get("usage", {}), dict):
+            return "end record whose usage is not an object"
+    return None

@@ -113,6 +113,8 @@ def episode_page(path: Path, back: str) -> str:
                   ("sandbox", h.get("sandbox"))], "episode-header")]
     for r in t.records:
         parts.append(_record(r))
+    if t.damaged:
+        parts.append(f"<p class=warn>{len(t.damaged)} damaged line(s) skipped: {e('; '.join(t.damaged[:5]))}</p>")
     end = t.end
     parts.append("<h2 id=end>End</h2>" + (_kv([("reason", end.get("reason")), ("error", end.get("error") or "-"),
                                                 ("turns", end.get("turns")), ("reward", end.get("reward")),

@@ -33,9 +33,10 @@ def collect(path: Path, task: Task | None) -> list[Finding]:
     if path.is_file():
         if path.suffix != ".py":
             raise UsageError(f"{path}: expected a workspace directory or a .py single-file solution")
-        precision = task.precision if task else "fp32"
+        precision, source = (task.precision, task.precision_source) if task else ("fp32", "default: no --task given")
         text = path.read_text(errors="replace")
-        return static_findings({"model_new.py": text}, precision, single_file=True, name=path.name)
+        return static_findings({"model_new.py": text}, precision, single_file=True, name=path.name,
+                               precision_source=source, task_dtypes=task.dtypes if task else ())
     if not path.is_dir():
         raise UsageError(f"no such workspace or file: {path}")
     with tempfile.TemporaryDirectory(prefix="cuda-agent-check-") as tmp:

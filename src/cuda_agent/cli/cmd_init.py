@@ -9,6 +9,8 @@ A new DIR is built completely or not at all. On an existing workspace, `--force`
 refreshes the protected files (model.py, binding files, SKILL.md, tools/) and keeps
 the agent's model_new.py and kernels/; `--solution DIR` or `--reset` replace those
 as a unit (the old ones are kept in DIR/.cuda-agent/replaced-<time>/ and named).
+It prints the task's precision and tolerances, and where the precision came from
+(declared, or inferred from the task's tensors: `Task.describe_precision`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     what = {"template": "model_new.py is the template", "solution": f"agent files from {args.solution}",
             "kept": "your model_new.py and kernels/ kept"}[r.agent_files]
     print(f"workspace for task '{task.name}' ({task.hash}) {'at' if r.created else 'refreshed at'} {d}: {what}")
+    print(task.describe_precision())
     if r.replaced_to is not None:
         print(f"the previous model_new.py and kernels/ are in {r.replaced_to}")
     print(f"next: edit {d}/model_new.py and {d}/kernels/, then run {d}/tools/compile, tools/verify, tools/profile")

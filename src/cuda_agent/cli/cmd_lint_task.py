@@ -5,7 +5,10 @@ output precomputed for one fixed input set through the evaluator's reference chi
 comparison (`cuda_agent.eval.lint_task`). Per control: PASSES (the evaluator would accept
 it), WEAK (the paper's elementwise rule alone accepts it, or it misses that rule by less than
 2x: a near miss), or fails. Exit 0 when no control is weak, 1 when any is (the task should be
-fixed or dropped), 2 for bad input (or no GPU with --device cuda).
+fixed or dropped), 2 for bad input (or no GPU with --device cuda). The first line says the
+precision and tolerances the controls are compared with, and where the precision came from
+(`Task.describe_precision`); with --json those are the report's `precision`, `precision_source`,
+`atol` and `rtol`.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
     from cuda_agent.task.taskfile import Task
 
     task = Task.from_file(args.task)
+    if not args.json:
+        print(task.describe_precision(), flush=True)
     if args.device == "cuda":
         import torch
 

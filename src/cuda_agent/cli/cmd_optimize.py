@@ -5,13 +5,18 @@ trajectory.jsonl (appended every step) and best/ (the best correct candidate),
 then prints a summary table. The endpoint comes from --base-url / --api-key or
 OPENAI_BASE_URL / OPENAI_API_KEY; any OpenAI-compatible server works (vLLM,
 SGLang, hosted APIs). Exit 0 when the episode ran to a clean end (whatever the
-reward), 2 with one line on stderr for bad input or an endpoint that cannot be
-used (unreachable, wrong key, unknown model) after retries.
+reward), 2 with one line on stderr for bad input, a context budget that cannot
+hold the first prompt plus a reply (the line names the numbers and the flag),
+or an endpoint that cannot be used (unreachable, wrong key, unknown model)
+after retries. Retries (attempt, wait, reason) and a switch to text tool calls
+(`--tool-mode auto` found that the server rejects or ignores the tools field)
+are said on stderr as they happen, also with --quiet.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -33,19 +38,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-turns", type=positive_int, default=200, help="model replies at most (default 200)")
     p.add_argument("--max-tokens", type=positive_int, default=None, help="total tokens (prompt + completion, all turns) at most")
     p.add_argument("--max-wall", type=positive_float, default=None, metavar="SECONDS", help="wall time at most (checked between turns)")
-    p.add_argument("--context", type=positive_int, default=131072, help="context budget in tokens (default 131072)")
-    p.add_argument("--reply-tokens", type=positive_int, default=None, help="max tokens per reply (default: the server's)")
+    p.add_argument("--context", type=positive_int, default=None,
+                   help="context budget in tokens (default: the window the server reports, else 131072)")
+    p.add_argument("--reply-tokens", type=positive_int, default=None,
+                   help="max tokens per reply, kept free in the context (default: the server's; 8192 kept free, "
+                        "at most a quarter of the budget)")
     p.add_argument("--temperature", type=temperature, default=None, help="sampling temperature, 0 to 2 (default: the server's)")
     p.add_argument("--tool-mode", choices=("auto", "native", "text"), default="auto",
                    help="native tool calling, <tool_call> blocks in text, or auto-detect (default)")
+    p.add_argument("--max-no-tool", type=positive_int, default=3, metavar="N",
+                   help="end the run after N replies in a row without a tool call (default 3)")
+    p.add_argument("--max-malformed", type=positive_int, default=3, metavar="N",
+                   help="end the run after N replies in a row holding only malformed tool calls (default 3)")
+    p.add_argument("--extra-body", type=_json_object, default=None, metavar="JSON",
+                   help="extra request fields for the server, a JSON object (vLLM's {\"top_k\": 20}, llama.cpp's grammar)")
     p.add_argument("--retries", type=at_least(0), default=5, help="retries of a failed request (429, 5xx, connection), default 5")
     p.add_argument("--bash-timeout", type=positive_float, default=180.0, help="seconds per shell command (default 180)")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-turn progress lines")
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        v = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
+    if not isinstance(v, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(v).__name__}")
+    return v
+
+
+def _say(line: str) -> None:
+    print(f"cuda-agent optimize: {line}", file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from cuda_agent.agent.context import BudgetError
     from cuda_agent.agent.loop import AgentConfig, run_episode
     from cuda_agent.llm.client import ChatClient, ClientConfig, LLMError
     from cuda_agent.task.taskfile import Task
@@ -64,16 +93,21 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{run_dir} already holds a run; choose another -o RUN_DIR")
     try:
         client = ChatClient(ClientConfig(model=args.model, base_url=base_url, api_key=api_key, tool_mode=args.tool_mode,
-                                         max_retries=args.retries, temperature=args.temperature, max_tokens=args.reply_tokens))
+                                         max_retries=args.retries, temperature=args.temperature, max_tokens=args.reply_tokens,
+                                         extra_body=args.extra_body), notify=_say)
     except LLMError as e:
         raise UsageError(f"cannot set up the model client: {e}") from None
     cfg = AgentConfig(max_turns=args.max_turns, max_total_tokens=args.max_tokens, max_wall_s=args.max_wall,
-                      context_tokens=args.context, bash_timeout_s=args.bash_timeout)
-    if args.reply_tokens:
-        cfg.reply_reserve_tokens = args.reply_tokens
+                      context_tokens=args.context, reply_reserve_tokens=args.reply_tokens, max_no_tool=args.max_no_tool,
+                      max_malformed=args.max_malformed, bash_timeout_s=args.bash_timeout)
     console = Console()
+    if not args.quiet:
+        console.print(f"task {task.name}: {task.describe_precision()}", highlight=False, markup=False)
     progress = None if args.quiet else (lambda info: console.print(_progress_line(info), highlight=False))
-    summary = run_episode(task, run_dir, client, cfg, progress=progress)
+    try:
+        summary = run_episode(task, run_dir, client, cfg, progress=progress)
+    except BudgetError as e:
+        raise UsageError(str(e)) from None
     if summary.reason == "llm_error" and summary.turns == 0:
         print(f"cuda-agent optimize: model endpoint {base_url or 'api.openai.com'}: {summary.error}", file=sys.stderr)
         return 2
@@ -100,13 +134,16 @@ def _progress_line(info: dict[str, Any]) -> str:
 def summary_table(s: Any, model: str) -> Any:
     from rich.table import Table
 
+    from cuda_agent.cli.cmd_show import ending
+
     t = Table(title=f"cuda-agent optimize: {model}", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
     r = s.best.result if s.best else None
     x = lambda v: f"{v:.2f}x" if v else "-"  # noqa: E731
     t.add_row("run", str(s.run_dir))
-    t.add_row("ended", s.reason + (f" ({s.error})" if s.error else ""))
+    why = ending(s.reason, s.limits)
+    t.add_row("ended", s.reason + (f" ({s.error})" if s.error else "") + (f": {why}" if why else ""))
     t.add_row("turns", str(s.turns))
     t.add_row("tokens", f"{s.usage['total_tokens']} (prompt {s.usage['prompt_tokens']}, completion {s.usage['completion_tokens']})")
     t.add_row("wall time", f"{s.wall_s:.1f} s")

@@ -37,7 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     f.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     f.add_argument("--ray", action="store_true", help="run the device jobs as Ray tasks (or set RAY_ADDRESS)")
     f.add_argument("--against", help="reference suite for decontamination: a KernelBench checkout or any suite")
-    f.add_argument("--threshold", type=float, default=0.9, help="drop AST similarity above this (default 0.9)")
+    f.add_argument("--threshold", type=float, default=0.9,
+                   help="where a task has no op graph: drop normalised AST similarity above this (default 0.9)")
+    f.add_argument("--trace-workers", type=int, default=2, help="decontamination: tracing processes at once")
     f.add_argument("--window-ms", type=float, nargs=2, default=(1.0, 100.0), metavar=("LO", "HI"))
     f.add_argument("--max-reshapes", type=int, default=4)
     f.add_argument("--no-compile", action="store_true", help="skip the eager vs torch.compile stage")
@@ -134,7 +136,7 @@ def _filter(args: argparse.Namespace) -> int:
     settings = FilterSettings(device=args.device, window_ms=tuple(args.window_ms), max_reshapes=args.max_reshapes,
                               compile=not args.no_compile, gpu_fraction=1.0 / max(1, args.jobs_per_gpu),
                               sandbox=args.sandbox)
-    cfg = FilterConfig(settings, refs, args.threshold, args.limit)
+    cfg = FilterConfig(settings, refs, args.threshold, trace_workers=max(1, args.trace_workers), limit=args.limit)
     console = Console(stderr=True)
     pool = make_pool(ray=args.ray, device=args.device, call_workers=None if args.device == "cuda" else args.jobs_per_gpu)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -153,6 +155,8 @@ def _filter(args: argparse.Namespace) -> int:
     for s in STAGES:
         e, p = summary.counts[s]
         print(f"{s:<14}{e:>9}{p:>9}{(f'{100 * p / e:.1f}%' if e else '-'):>8}")
+    if summary.decontam:
+        print("decontam: " + ", ".join(f"{v} {k}" for k, v in summary.decontam.items()))
     print(f"kept {summary.kept} of {summary.candidates}; device part {summary.device_s:.1f} s for "
           f"{summary.evaluated_now} candidates")
     for cid, msg in summary.harness_errors[:5]:
@@ -162,12 +166,13 @@ def _filter(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from cuda_agent.synth import stats
+    from cuda_agent.synth import records, stats
     from cuda_agent.synth.dataset import read_tasks
 
     if not args.tasks.is_file():
         raise UsageError(f"no tasks file {args.tasks}")
-    s = stats.compute(read_tasks(args.tasks))
+    rej = stats.rejections_path(args.tasks)
+    s = stats.compute(read_tasks(args.tasks), records.read_dicts(rej) if rej is not None else None)
     paths = stats.write(s, args.out or Path(str(args.tasks) + ".stats"))
     print(stats.markdown(s))
     print("wrote " + ", ".join(map(str, paths)))

@@ -12,7 +12,11 @@ Contract:
   `message["tool_calls"]`), runs every call in order and returns a `StepResult`:
   one observation per call (a `tool` message, also for malformed calls, whose
   text says how to fix them), or a nudge (`user` message) when the reply held no
-  call; `done` and `reason` ("finished", "max_turns", "no_tool_call"); `reward`.
+  call; `done` and `reason` ("finished", "max_turns", "no_tool_call",
+  "malformed_calls"); `reward`. `max_no_tool` replies in a row without a call end
+  the episode ("no_tool_call"), and so do `max_malformed` replies in a row whose
+  calls were all malformed ("malformed_calls"); a reply with one usable call resets
+  both counts, and neither kind of useless reply resets the other's.
   Call ids are made unique first (`fix_call_ids`), in the message too.
 - The reward is the reward of the best correct candidate evaluated so far (see
   `best`), -1 while there is none; when `done` it is the episode's reward.
@@ -51,6 +55,7 @@ FIX_CALL = 'Write each call as <tool_call>{"name": "...", "arguments": {...}}</t
 class EnvConfig:
     max_turns: int = 200  # assistant messages per episode (the paper: 150 in training, 200 in evaluation)
     max_no_tool: int = 3  # replies in a row without a tool call before the episode ends
+    max_malformed: int = 3  # replies in a row holding only malformed calls before the episode ends
     bash_timeout_s: float = 180.0
     max_observation_chars: int = 30000
 
@@ -127,6 +132,7 @@ class Environment:
     _run_dir: Path | None = None
     _task: Task | None = None
     _no_tool: int = 0
+    _malformed: int = 0
 
     def reset(self, task: Task, run_dir: str | Path) -> Reset:
         if self._tools is not None:
@@ -173,7 +179,6 @@ class Environment:
             nudge = NUDGE_CUT_OFF if finish_reason == "length" else NUDGE_NO_TOOL
             obs.append(StepObservation({"role": "user", "content": nudge}, nudge=True))
             return self._end("max_turns", obs) if self.turns >= self.config.max_turns else StepResult(obs, False, None, self.reward)
-        self._no_tool = 0
         finished = False
         for call in calls:
             self.calls += 1
@@ -187,6 +192,12 @@ class Environment:
             finished |= o.finished
         if finished:
             return self._end("finished", obs)
+        if all(o.malformed for o in obs):  # not a single usable call: the no-tool count stays as it is
+            self._malformed += 1
+            if self._malformed >= self.config.max_malformed:
+                return self._end("malformed_calls", obs)
+        else:
+            self._no_tool = self._malformed = 0
         if self.turns >= self.config.max_turns:
             return self._end("max_turns", obs)
         return StepResult(obs, False, None, self.reward)

@@ -40,6 +40,10 @@ class LintReport:
     task: str
     controls: dict[str, dict[str, Any]] = field(default_factory=dict)
     error: str = ""
+    precision: str = ""  # the task's, and what the controls were compared with
+    precision_source: str = ""
+    atol: float = 0.0
+    rtol: float = 0.0
 
     @property
     def passing(self) -> list[str]:
@@ -56,7 +60,8 @@ class LintReport:
 
 
 def lint_task(task: Task, *, device: str = "cuda", n_seeds: int = 5, timeout: float = 300.0) -> LintReport:
-    report = LintReport(task=task.name)
+    report = LintReport(task=task.name, precision=task.precision, precision_source=task.precision_source,
+                        atol=task.atol, rtol=task.rtol)
     with tempfile.TemporaryDirectory(prefix="cuda-agent-lint-") as tmp:
         root = Path(tmp)
         (root / "model.py").write_text(task.source)

@@ -102,7 +102,7 @@ def run_single_file(task: Task, solution: Path, cfg: EvalConfig) -> EvalResult:
         root.mkdir()
         (root / "model.py").write_text(task.source)
         (root / "model_new.py").write_text(text)
-        findings = static_findings({"model_new.py": text}, task.precision, single_file=True)
+        findings = static_findings({"model_new.py": text}, task.precision, single_file=True, precision_source=task.precision_source, task_dtypes=task.dtypes)
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         return evaluate(Candidate(task, root, digest, "single_file", findings), cfg, Path(tmp))
 

@@ -15,7 +15,8 @@ streams, threads, CUDA graphs, process / network / file / native-library access,
 introspection, monkey-patching of modules, tensor subclasses, dynamic code, RNG seeding,
 third-party libraries (CUTLASS, CUB, thrust, cuRAND, cuFFT, cuSPARSE, cuSOLVER, Triton, ...),
 cuBLAS outside matrix products, cuDNN outside convolutions, and lowered precision (TF32 / fp16 /
-bf16 / tensor-core MMA) in fp32 tasks.
+bf16 / tensor-core MMA in fp32 tasks, fp8 in bf16 / fp16 tasks; the entry points name the task's
+precision and where it came from in those findings, with advice for that precision).
 
 Symbols under other names (issue 28): the assembler and the linker take the name a declaration gives
 them, so `extern "C" int run(const char*) __asm__("PyRun_SimpleString")` calls the interpreter with no
@@ -61,7 +62,9 @@ the C++ lexer/checker belong together: one table drives both languages.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -96,7 +99,7 @@ RULES: dict[str, Rule] = {
     "monkey-patch": Rule(R, "py", "assigning or deleting attributes of modules (torch, time, builtins, ...), setattr on a module, sys.modules edits", "never change global state"),
     "tensor-subclass": Rule(R, "py", "tensor subclasses and dispatch hooks (__torch_function__, __torch_dispatch__, _make_subclass, dispatch modes)", "return plain tensors written by your kernel"),
     "import-cuda-agent": Rule(R, "py", "importing the evaluator (cuda_agent)", "nothing: the candidate must not touch the evaluator"),
-    "lowered-precision": Rule(R, "py,cpp", "lower precision than the task's (TF32, fp16, bf16, fp8, tensor-core MMA, allow_tf32, autocast) in an fp32 task", "compute in fp32 (CUDA-core FMA, or cuBLAS with CUBLAS_COMPUTE_32F / default math)"),
+    "lowered-precision": Rule(R, "py,cpp", "lower precision than the task's: TF32, fp16, bf16, fp8, tensor-core MMA, allow_tf32 or autocast in an fp32/fp64 task; fp8 in a bf16/fp16 task (the task declares PRECISION, or its precision follows its tensors' dtypes)", "compute at the task's precision: fp32 tasks in fp32 (CUDA-core FMA, or cuBLAS with CUBLAS_COMPUTE_32F / default math), bf16/fp16 tasks in bf16/fp16 with fp32 accumulation"),
     "dynamic-code": Rule(R, "py", "eval / exec / compile / __import__ / importlib / getattr on a module", "write the code out plainly"),
     "rng-state": Rule(R, "py", "seeding or reading RNG state (manual_seed, Generator, random, numpy.random)", "nothing: outputs must not depend on the evaluator's seed"),
     "torch-compiler": Rule(R, "py", "torch.compile / torch.jit / dynamo / inductor", "write the fused kernel yourself"),
@@ -148,6 +151,71 @@ class _Sink:
 def _low_precision(precision: str) -> bool:
     """True when half / bf16 / TF32 are below the task's precision."""
     return precision in ("fp32", "fp64")
+
+
+# The names that only hold, load, store or convert a dtype (no arithmetic in it, no tensor cores): a
+# task whose own tensors have that dtype (Task.dtypes: a bf16 input of a task declared fp32, an fp8
+# weight of a bf16 task) needs them, so they are not below it. Set per check by the entry points.
+DTYPE_STORAGE = {
+    "bfloat16": re.compile(r"^(__nv_bfloat162?|nv_bfloat162?|__float2bfloat16\w*|__bfloat162float|__floats2bfloat162\w*|"
+                           r"__float22bfloat162\w*|__bfloat1622float2|BFloat16|kBFloat16|CUDA_R_16BF|CUDNN_DATA_BFLOAT16|"
+                           r"bfloat16|cuda_bf16\.hp?p?)$"),
+    "float16": re.compile(r"^(__half2?|__float2half\w*|__half2float|__floats2half2\w*|__float22half2\w*|__half22float2|"
+                          r"Half|kHalf|kFloat16|CUDA_R_16F|CUDNN_DATA_HALF|float16|half|cuda_fp16\.hp?p?)$"),
+    "float8": re.compile(r"^(__nv_fp8\w*|kFloat8\w*|Float8\w*|CUDA_R_8F\w*|CUDNN_DATA_FP8\w*|float8\w*|cuda_fp8\.hp?p?)$"),
+}
+_TASK_DTYPES: ContextVar[frozenset[str]] = ContextVar("task_dtypes", default=frozenset())
+
+
+def _task_dtype_name(word: str) -> bool:
+    """True when `word` (an identifier, a torch dtype or a header) only stores a dtype the task's tensors have."""
+    for d in _TASK_DTYPES.get():
+        pat = DTYPE_STORAGE.get("float8" if d.startswith("float8") else d)
+        if pat is not None and pat.match(word):
+            return True
+    return False
+
+
+def _below_task(word: str, precision: str) -> bool:
+    """A C++ identifier below the task's precision (and not only the storage of one of the task's dtypes)."""
+    below = (_low_precision(precision) and LOW_CPP_IDS.match(word)) or (precision in ("fp16", "bf16") and FP8_CPP_IDS.match(word))
+    return bool(below) and not _task_dtype_name(word)
+
+
+def precision_advice(precision: str, source: str = "", dtypes: tuple[str, ...] | frozenset[str] = ()) -> str:
+    """What a `lowered-precision` finding advises for a task of this precision (from `source`) whose
+    tensors have `dtypes`."""
+    if precision in ("fp16", "bf16"):
+        return (f"compute in {precision}: bf16/fp16 loads, stores and arithmetic with fp32 accumulation (half2 / "
+                f"bfloat162 math, tensor-core MMA with fp32 accumulators, cuBLAS with CUBLAS_COMPUTE_32F) are fine in a "
+                f"{precision} task; fp8 and narrower types are below it")
+    advice = (("compute in fp64 (double FMA, cuBLAS D routines)" if precision == "fp64" else
+               "compute in fp32 (CUDA-core FMA, or cuBLAS with CUBLAS_COMPUTE_32F / default math)") +
+              "; TF32, fp16, bf16, fp8 and tensor-core MMA are below it")
+    held = sorted(d for d in dtypes if precision_of_dtype(d) in ("bf16", "fp16", "fp8"))
+    if held:
+        advice += f" (the task's own {'/'.join(held)} tensors may be loaded, stored and converted as they are)"
+    if source and source != "declared":
+        advice += ('; a task meant to run in bf16 or fp16 gets that precision from bf16/fp16 inputs or parameters, '
+                   'or from a PRECISION = "bf16" line')
+    return advice
+
+
+def precision_of_dtype(d: str) -> str | None:
+    return "fp8" if d.startswith("float8") else {"bfloat16": "bf16", "float16": "fp16"}.get(d)
+
+
+def explain_precision(findings: list[Finding], precision: str, source: str = "",
+                      dtypes: tuple[str, ...] | frozenset[str] = ()) -> list[Finding]:
+    """`lowered-precision` findings rewritten to name the task's precision and its source, with advice for it."""
+    out = []
+    for f in findings:
+        if f.rule == "lowered-precision":
+            detail = f.message.split("; instead: ", 1)[0]
+            task = f"; the task is {precision} ({source})" if source else ""
+            f = dataclasses.replace(f, message=f"{detail}{task}; instead: {precision_advice(precision, source, dtypes)}")
+        out.append(f)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,9 +496,9 @@ class _PyChecker:
             return "system-call", f"{dotted} is a namespace or privilege system call"
         if under({"torch.ops.load_library", "torch.classes.load_library", "torch.cuda.cudart"}):
             return "native-code", f"{dotted} loads native code"
-        if _low_precision(self.precision) and (last in LOW_DTYPES or under(LOW_PRECISION_PY) or last in PRECISION_ATTRS):
-            return "lowered-precision", f"{dotted} lowers precision below fp32"
-        if self.precision in ("fp16", "bf16") and last in FP8_DTYPES:
+        if _low_precision(self.precision) and ((last in LOW_DTYPES and not _task_dtype_name(last)) or under(LOW_PRECISION_PY) or last in PRECISION_ATTRS):
+            return "lowered-precision", f"{dotted} lowers precision below {self.precision}"
+        if self.precision in ("fp16", "bf16") and last in FP8_DTYPES and not _task_dtype_name(last):
             return "lowered-precision", f"{dotted} lowers precision below {self.precision}"
         if dotted in ("torch.cuda.is_current_stream_capturing", "torch.cuda.Event") or under({"torch.profiler", "torch.autograd.profiler"}):
             return "timing-probe", f"{dotted} observes timing or capture"
@@ -546,7 +614,7 @@ class _PyChecker:
         elif dotted.startswith(("importlib.", "types.FunctionType", "types.CodeType")):
             sink.add("dynamic-code", line, f"{dotted}()")
         if isinstance(n.func, ast.Attribute) and n.func.attr in ("half", "bfloat16") and not n.args and _low_precision(self.precision):
-            sink.add("lowered-precision", line, f".{n.func.attr}() casts below fp32")
+            sink.add("lowered-precision", line, f".{n.func.attr}() casts below {self.precision}")
         if isinstance(n.func, ast.Attribute) and n.func.attr in FILE_METHODS:
             sink.add("file-access", line, f".{n.func.attr}() touches files")
 
@@ -1026,7 +1094,7 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
             sink.add("system-call", t.line, f"#include <{name}> declares system calls")
         elif SUSPICIOUS_INC.match(name):
             sink.add("suspicious-include", t.line, f"#include <{name}>")
-        if low and LOW_INC.match(name):
+        if low and LOW_INC.match(name) and not _task_dtype_name(name):
             sink.add("lowered-precision", t.line, f"#include <{name}> (half-precision or MMA header)", W)
     asm_strings = _asm_strings(toks)
     _check_symbol_binding(sink, text, toks, asm_strings)
@@ -1100,7 +1168,7 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
             if m in TENSOR_COMPUTE or (m.endswith("_") and not m.startswith("_") and m not in ("requires_grad_", "resize_", "set_")) or DUNDER_MATH.match(m):
                 sink.add("aten-compute", t.line, f"tensor method .{m}() computes with ATen")
             elif m in ("half", "bfloat16") and low:
-                sink.add("lowered-precision", t.line, f".{m}() casts below fp32")
+                sink.add("lowered-precision", t.line, f".{m}() casts below {precision}")
             elif m in CPP_TENSOR_VIEW:
                 sink.add("aten-compute", t.line, f"tensor method .{m}() runs ATen", W)
             else:
@@ -1424,7 +1492,6 @@ def _check_plain_id(sink: _Sink, word: str, toks: list[Tok], i: int, precision: 
         called = i + 1 < len(toks) and toks[i + 1].text == "("
         prev = toks[i - 1].text if i else ""
     shown = name or word
-    low = _low_precision(precision)
     if PY_CAPI.match(word):
         sink.add("python-from-native", line, f"{shown} is the Python C API")
     elif SYSCALL_ID.match(word):
@@ -1449,7 +1516,7 @@ def _check_plain_id(sink: _Sink, word: str, toks: list[Tok], i: int, precision: 
         sink.add("cublas-non-gemm", line, f"{shown} is not a matrix product")
     elif CUDNN_NON_CONV.match(word):
         sink.add("cudnn-non-conv", line, f"{shown} is not a convolution")
-    elif (low and LOW_CPP_IDS.match(word)) or (precision in ("fp16", "bf16") and FP8_CPP_IDS.match(word)):
+    elif _below_task(word, precision):
         sink.add("lowered-precision", line, f"{shown} is below the task's precision ({precision})")
     elif word in ("setAllowTF32CuBLAS", "setAllowTF32CuDNN", "setFloat32MatmulPrecision", "setFloat32Precision"):
         sink.add("lowered-precision", line, f"{shown} changes global precision")
@@ -1473,19 +1540,32 @@ def _check_plain_id(sink: _Sink, word: str, toks: list[Tok], i: int, precision: 
 CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
 
 
-def check_sources(sources: dict[str, str], *, precision: str = "fp32") -> list[Finding]:
-    """Findings for a workspace's agent files (relative path -> text)."""
+def check_sources(sources: dict[str, str], *, precision: str = "fp32", precision_source: str = "",
+                  task_dtypes: tuple[str, ...] = ()) -> list[Finding]:
+    """Findings for a workspace's agent files (relative path -> text). `precision_source` (the task's
+    `precision_source`) is named in `lowered-precision` findings; `task_dtypes` (`Task.dtypes`) are the
+    dtypes whose storage types are never below the task (`DTYPE_STORAGE`)."""
     out: list[Finding] = []
-    for rel in sorted(sources):
-        text = sources[rel]
-        if rel.endswith(".py"):
-            out += check_python(text, rel, precision)
-        elif rel.endswith(CPP_SUFFIXES):
-            out += check_cpp(text, rel, precision)
-    return out
+    token = _TASK_DTYPES.set(frozenset(task_dtypes))
+    try:
+        for rel in sorted(sources):
+            text = sources[rel]
+            if rel.endswith(".py"):
+                out += check_python(text, rel, precision)
+            elif rel.endswith(CPP_SUFFIXES):
+                out += check_cpp(text, rel, precision)
+    finally:
+        _TASK_DTYPES.reset(token)
+    return explain_precision(out, precision, precision_source, task_dtypes)
 
 
-def check_single_file(text: str, *, precision: str = "fp32", name: str = "solution.py") -> list[Finding]:
+def check_single_file(text: str, *, precision: str = "fp32", name: str = "solution.py", precision_source: str = "",
+                      task_dtypes: tuple[str, ...] = ()) -> list[Finding]:
     """Findings for a KernelBench single-file solution: the Python with the Python rules, and
     every string literal that holds C++/CUDA source (load_inline sources) with the C++ rules."""
-    return check_python(text, name, precision)
+    token = _TASK_DTYPES.set(frozenset(task_dtypes))
+    try:
+        out = check_python(text, name, precision)
+    finally:
+        _TASK_DTYPES.reset(token)
+    return explain_precision(out, precision, precision_source, task_dtypes)

@@ -9,11 +9,12 @@ them through the PPO trainer with the actor frozen (rl.verl_loop.ReplayAgentLoop
 Contract:
 - `find_runs(paths)`: every trajectory.jsonl under the given run directories
   (a run, a bench output, or a folder of either), sorted.
-- `judge(traj)` -> `Verdict(keep, reasons)`. Rejected: incomplete runs, reward
-  None or <= 0, any malformed call (a tool message marked `malformed`; logs
-  written before that mark existed are read by the text of their argument-check
-  errors), and loops: a run of the same turn (the same calls with the same
-  arguments) `LOOP_REPEATS` times in a row, or of the same two turns alternating.
+- `judge(traj)` -> `Verdict(keep, reasons)`. Rejected: incomplete runs, damaged
+  ones (lines the loader skipped), reward None or <= 0, any malformed call (a
+  tool message marked `malformed`; logs written before that mark existed are
+  read by the text of their argument-check errors), and loops: a run of the
+  same turn (the same calls with the same arguments) `LOOP_REPEATS` times in a
+  row, or of the same two turns alternating.
 - `sft_row(traj)` / `vp_row(traj)`: messages (template form: tool-call arguments
   as objects, trailing non-assistant messages dropped) and tools kept as JSON
   text, because parquet would merge the struct types of all rows' tool
@@ -89,6 +90,8 @@ def judge(t: Trajectory, path: Path | None = None) -> Verdict:
     reasons = []
     if not t.complete:
         reasons.append("incomplete")
+    if t.damaged:  # lines the loader had to skip: the conversation is not the one the model saw
+        reasons.append(f"{len(t.damaged)} damaged line(s)")
     if t.reward is None or t.reward <= 0:
         reasons.append(f"reward {t.reward}")
     if n := malformed_calls(t):
@@ -129,7 +132,7 @@ def filter_runs(paths: list[str | Path]) -> tuple[list[tuple[Path, Trajectory]],
     for p in find_runs(paths):
         try:
             t = load_trajectory(p)
-        except ValueError as e:
+        except (OSError, ValueError) as e:
             verdicts.append(Verdict(p, False, [f"unreadable: {e}"]))
             continue
         v = judge(t, p)

@@ -15,10 +15,10 @@ Contract of `roll_out`:
   parser (llm.textcalls: Hermes JSON or Qwen3-Coder XML); `Environment.step`
   runs them. Observations enter the stream masked (mask 0).
 - Ends when the environment ends the episode (finish, `max_turns`, replies
-  without calls), when the next observation would leave no room for another
-  sampled token ("max_response"), or at `episode_timeout_s` ("timeout"). The last
-  observation is never added: the stream always ends on a sampled token, where
-  the trainer puts the reward.
+  without calls, replies with only malformed calls), when the next observation
+  would leave no room for another sampled token ("max_response"), or at
+  `episode_timeout_s` ("timeout"). The last observation is never added: the
+  stream always ends on a sampled token, where the trainer puts the reward.
 - Reward: -1 on timeout; otherwise `Environment.settle()` (the best candidate's
   milestone reward, timed; -1 when there is none).
 - `metrics` has the same keys for every trajectory (METRIC_KEYS), as verl's
@@ -47,8 +47,8 @@ from cuda_agent.task.taskfile import Task
 
 T = TypeVar("T")
 METRIC_KEYS = ("turns", "tool_calls", "compile_calls", "verify_calls", "profile_calls", "malformed_calls",
-               "best_speedup_vs_eager", "best_speedup_vs_compile", "reward", "timed_out", "model_tokens",
-               "response_tokens", "generate_s", "env_s")
+               "best_speedup_vs_eager", "best_speedup_vs_compile", "reward", "timed_out", "ended_no_tool_call",
+               "ended_malformed_calls", "model_tokens", "response_tokens", "generate_s", "env_s")
 
 
 class PromptTooLong(ValueError):
@@ -169,6 +169,9 @@ def _metrics(env: Environment, s: Stream, reward: float, reason: str, timer: dic
         "best_speedup_vs_compile": (r.speedup_vs_compile or 0.0) if r else 0.0,
         "reward": reward,
         "timed_out": float(reason == "timeout"),
+        # the environment's early ends: a batch's mean says how often the policy lost the tool-call format
+        "ended_no_tool_call": float(reason == "no_tool_call"),
+        "ended_malformed_calls": float(reason == "malformed_calls"),
         "model_tokens": sum(s.mask),
         "response_tokens": len(s.mask),
         **timer,

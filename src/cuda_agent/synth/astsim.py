@@ -64,9 +64,12 @@ class Node:
 _INTERN: dict[tuple, int] = {}
 
 
-def _build(node: ast.AST, sig: list[Node]) -> Node:
-    kids = tuple(_build(c, sig) for c in ast.iter_child_nodes(node))
+def _build(node: ast.AST, sig: list[Node], labelled: bool = False) -> Node:
+    kids = tuple(_build(c, sig, labelled) for c in ast.iter_child_nodes(node))
     kind = type(node).__name__
+    if labelled and isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name)
+                                                             and node.value.id == "self"):
+        kind += "." + node.attr  # torch.relu is not torch.selu; self.<anything> is a name
     key = _INTERN.setdefault((kind, tuple(k.key for k in kids)), len(_INTERN))
     n = Node(kind, kids, 1 + sum(k.size for k in kids), key)
     if kind in WEIGHTS:
@@ -79,10 +82,11 @@ class Program:
     significant: tuple[Node, ...]
 
     @classmethod
-    def parse(cls, source: str | ast.AST) -> Program:
+    def parse(cls, source: str | ast.AST, labelled: bool = False) -> Program:
+        """`labelled`: attribute nodes outside `self` carry their name (see `normalized_model`)."""
         tree = ast.parse(source) if isinstance(source, str) else source
         sig: list[Node] = []
-        _build(tree, sig)
+        _build(tree, sig, labelled)
         return cls(tuple(sig))
 
     @property
@@ -202,3 +206,91 @@ def model_class(source: str) -> ast.AST | None:
         if isinstance(node, ast.ClassDef) and node.name == "Model":
             return ast.Module(body=[node], type_ignores=[])
     return None
+
+
+def strip_docstrings(tree: ast.AST) -> None:
+    """Drop every bare string statement (docstrings and string "comments": they compute nothing)."""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list):
+            kept = [b for b in body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)
+                                            and isinstance(b.value.value, str))]
+            node.body = kept or [ast.Pass()]
+
+
+MAX_INLINED = 400  # nodes: a name used twice per step doubles per step; past this it stays a statement
+
+
+class _Inline(ast.NodeTransformer):
+    def __init__(self, env: dict[str, ast.expr]):
+        self.env = env
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and node.id in self.env:
+            return self.env[node.id]
+        return node
+
+
+def _size(node: ast.AST) -> int:
+    return sum(1 for _ in ast.walk(node))
+
+
+def _fold(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Straight-line assignments to local names folded into their uses; `x += y` as `x = x + y`.
+    Bindings still pending at a compound statement are written back before it; unused ones vanish."""
+    import copy
+
+    env: dict[str, ast.expr] = {}
+    out: list[ast.stmt] = []
+
+    def subst(node: ast.AST) -> ast.AST:
+        return _Inline(env).visit(copy.deepcopy(node))
+
+    def flush() -> None:
+        out.extend(ast.Assign(targets=[ast.Name(n, ast.Store())], value=v, lineno=0) for n, v in env.items())
+        env.clear()
+
+    for st in body:
+        if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name):
+            st = ast.Assign(targets=[ast.Name(st.target.id, ast.Store())],
+                            value=ast.BinOp(ast.Name(st.target.id, ast.Load()), st.op, st.value), lineno=0)
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+            value = subst(st.value)
+            if _size(value) <= MAX_INLINED:
+                env[st.targets[0].id] = value
+                continue
+            env.pop(st.targets[0].id, None)
+            out.append(ast.Assign(targets=st.targets, value=value, lineno=0))
+            continue
+        if isinstance(st, (ast.Return, ast.Expr)) or (isinstance(st, ast.Assign)
+                                                     and all(isinstance(t, ast.Attribute) for t in st.targets)):
+            out.append(subst(st))
+            continue
+        flush()
+        out.append(st)
+    return out or [ast.Pass()]
+
+
+def normalized_model(source: str) -> ast.Module | None:
+    """The `Model` class with what does not change the computation taken out: docstrings dropped,
+    `super(Model, self).__init__()` as `super().__init__()`, and in every method straight-line
+    assignments to locals folded into their uses (`x = f(x); return x` is `return f(x)`; renamed or
+    reordered temporaries vanish). Names were never part of the measure; comments never reach the
+    tree. None without a parsable Model class."""
+    tree = model_class(source)
+    if tree is None:
+        return None
+    strip_docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super":
+            node.args = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            node.body = _fold(node.body)
+    return tree
+
+
+def parse_model(source: str) -> Program | None:
+    """The syntactic measure's view of a task: its normalised Model class, attribute-labelled."""
+    tree = normalized_model(source)
+    return Program.parse(tree, labelled=True) if tree is not None else None

@@ -20,7 +20,8 @@ OPS6K = ("ops", "data_source", "code")
 # name -> pyarrow type name; JSON-valued columns are strings
 PROVENANCE: dict[str, str] = {
     "id": "string", "seed_ids": "string", "composer": "string", "eager_ms": "float64", "compile_ms": "float64",
-    "max_similarity": "float64", "nearest_ref": "string", "reshapes": "string", "pipeline_version": "string",
+    "max_similarity": "float64", "nearest_ref": "string", "semantic_similarity": "float64", "semantic_ref": "string",
+    "reshapes": "string", "pipeline_version": "string",
 }
 
 

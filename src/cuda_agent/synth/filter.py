@@ -2,9 +2,11 @@
 
 Contract of `run_filter(candidates, out, config, pool)`:
 - Stages, in order (`STAGES`): `parse` (a KernelBench task per the task loader),
-  `dedup` (normalised source, first one kept), `decontam` (the Model class's
-  AST similarity to every reference task of `config.against` must not exceed
-  `config.threshold`; skipped without references), then the device stages of
+  `dedup` (normalised source, first one kept), `decontam` (not a copy of a
+  task of `config.against`: its op graph does not contain a reference's, and,
+  where a graph is missing, its normalised AST similarity does not exceed
+  `config.threshold`; `decontam.Decontaminator`; skipped without references),
+  then the device stages of
   `device_job` (runs, timing, deterministic, anti_hack, compile), one
   `TaskCheckJob` per candidate through `pool.submit_call` (local GPUs, the
   CPU, or Ray). The CPU stages run first because they are cheap.
@@ -34,7 +36,7 @@ from typing import Any
 
 from cuda_agent.synth import records
 from cuda_agent.synth.dataset import write_tasks
-from cuda_agent.synth.decontam import RefIndex, normalized_key
+from cuda_agent.synth.decontam import Decontaminator, normalized_key
 from cuda_agent.synth.device_job import DEVICE_STAGES, DeviceReport, FilterSettings, TaskCheckJob
 from cuda_agent.synth.records import PIPELINE_VERSION, Candidate, Verdict
 from cuda_agent.task.taskfile import Task, TaskError
@@ -47,7 +49,8 @@ STAGES = CPU_STAGES + DEVICE_STAGES
 class FilterConfig:
     settings: FilterSettings = field(default_factory=FilterSettings)
     against: list[tuple[str, str]] | None = None  # reference tasks (name, code), e.g. KernelBench L1-L3
-    threshold: float = 0.9
+    threshold: float = 0.9  # the syntactic measure's, where an op graph is missing (see decontam)
+    trace_workers: int = 2  # tracing children at once (decontamination)
     limit: int | None = None  # only the first N candidates
     deadline_s: float | None = None  # stop waiting for device jobs after this long; the rest stay to do
 
@@ -63,6 +66,8 @@ class FilterSummary:
     device_s: float = 0.0  # wall time of this invocation's device part
     timed_out: bool = False  # the deadline cut the device part short
     wall_s: float = 0.0
+    # decontamination: candidates removed by each measure, and candidates without an op graph
+    decontam: dict[str, int] = field(default_factory=dict)
 
 
 def work_dir(out: Path) -> Path:
@@ -98,14 +103,13 @@ def cpu_stages(cands: list[Candidate], done: dict[str, dict[str, Any]], cfg: Fil
         seen.add(key)
         rec["verdicts"].append(Verdict(c.id, "dedup", True))
         need_sim.append((rec, c))
-    if cfg.against:
-        index = RefIndex.build(cfg.against)
-        for (rec, _), near in zip(need_sim, index.nearest([c.code for _, c in need_sim]), strict=True):
-            rec["similarity"], rec["ref"] = near.similarity, near.ref
-            ok = near.similarity <= cfg.threshold
-            why = "" if ok else f"AST similarity {near.similarity:.3f} > {cfg.threshold} to {near.ref}"
-            rec["verdicts"].append(Verdict(rec["id"], "decontam", ok, why, {"similarity": near.similarity,
-                                                                            "ref": near.ref}))
+    if cfg.against and need_sim:
+        index = Decontaminator.build(cfg.against, threshold=cfg.threshold, workers=cfg.trace_workers,
+                                     sandbox=cfg.settings.sandbox)
+        for (rec, _), d in zip(need_sim, index.check([c.code for _, c in need_sim]), strict=True):
+            rec["similarity"], rec["ref"] = d.syntactic, d.syntactic_ref
+            rec["semantic"], rec["semantic_ref"] = d.semantic, d.semantic_ref
+            rec["verdicts"].append(Verdict(rec["id"], "decontam", not d.copy, d.reason, d.data()))
     else:
         for rec, _ in need_sim:
             rec["verdicts"].append(Verdict(rec["id"], "decontam", True, "no reference suite given"))
@@ -140,8 +144,17 @@ def run_filter(candidates: Path, out: Path, cfg: FilterConfig, pool: Any,
         records.append(cpu_file, rec)
         cpu[rec["id"]] = rec
     dev = {d["id"]: d for d in records.read_dicts(dev_file)}
+    decontam = {"removed by graph containment": 0, "removed by AST similarity": 0, "without an op graph": 0}
+    for cid in ids:
+        for v in cpu.get(cid, {}).get("verdicts", []):
+            if v["stage"] == "decontam" and v.get("data"):
+                m = v["data"].get("measure")
+                if not v["passed"]:
+                    decontam["removed by graph containment" if m == "semantic" else "removed by AST similarity"] += 1
+                decontam["without an op graph"] += bool(v["data"].get("trace_error"))
     todo = [c for c in cands if _cpu_passed(cpu.get(c.id)) and c.id not in dev]
     summary = FilterSummary(len(cands), 0, tally(ids, cpu, dev))
+    summary.decontam = decontam if cfg.against else {}
     n_dev = sum(1 for c in cands if _cpu_passed(cpu.get(c.id)))
     if progress is not None:
         progress(summary.counts, n_dev - len(todo), n_dev)
@@ -193,7 +206,10 @@ def _assemble(cands: list[Candidate], cpu: dict[str, dict[str, Any]],
         vs = _verdicts(cpu.get(c.id, {})) + _verdicts(dev.get(c.id, {}))
         bad = next((v for v in vs if not v.passed), None)
         if bad is not None:
-            rejections.append({"id": c.id, "stage": bad.stage, "reason": bad.reason, "data_source": c.data_source})
+            rej = {"id": c.id, "stage": bad.stage, "reason": bad.reason, "data_source": c.data_source}
+            if bad.stage == "decontam":
+                rej.update({k: bad.data.get(k) for k in ("measure", "ref", "semantic", "similarity")})
+            rejections.append(rej)
             continue
         d = dev.get(c.id)
         if d is None or not d.get("complete"):
@@ -201,6 +217,7 @@ def _assemble(cands: list[Candidate], cpu: dict[str, dict[str, Any]],
         rows.append({"ops": c.ops, "data_source": c.data_source, "code": d["code"], "id": c.id,
                      "seed_ids": c.seed_ids, "composer": c.composer, "eager_ms": d.get("eager_ms"),
                      "compile_ms": d.get("compile_ms"), "max_similarity": cpu[c.id].get("similarity"),
-                     "nearest_ref": cpu[c.id].get("ref") or "", "reshapes": d.get("reshapes") or [],
+                     "nearest_ref": cpu[c.id].get("ref") or "", "semantic_similarity": cpu[c.id].get("semantic"),
+                     "semantic_ref": cpu[c.id].get("semantic_ref") or "", "reshapes": d.get("reshapes") or [],
                      "pipeline_version": PIPELINE_VERSION})
     return rows, rejections

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-PIPELINE_VERSION = "synth-1"
+PIPELINE_VERSION = "synth-2"  # 2: decontamination by op graphs (issue 30)
 
 # Why a seed cannot be composed. A labelled seed is kept in seeds.jsonl (with its code when it has
 # one) so a reader sees what the crawl found and why it was set aside.

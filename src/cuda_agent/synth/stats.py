@@ -1,10 +1,13 @@
 """Statistics of a synthesized task set: op-count mix against the paper, op frequency, times, similarity.
 
-Contract: `compute(rows)` returns a `Stats` from the rows of a tasks file
-(`dataset.read_tasks`): the share per data source next to the paper's table
-(`compose.PAPER_MIX`), the most frequent ops, eager-time and similarity
-histograms (the paper's figure 7 is the similarity one) with the maximum
-similarity and the share above 0.5. `write(stats, out_dir)` writes `stats.md`
+Contract: `compute(rows, rejections)` returns a `Stats` from the rows of a
+tasks file (`dataset.read_tasks`): the share per data source next to the
+paper's table (`compose.PAPER_MIX`), the most frequent ops, eager-time and
+similarity histograms (the paper's figure 7 is the similarity one) with the
+maximum similarity and the share above 0.5; with the filter's rejections
+(`rejections_path`), how many candidates each decontamination measure removed;
+and the kept tasks nearest to the reference suite by graph Dice (then AST
+similarity) with their nearest references, so a reader can audit what was kept. `write(stats, out_dir)` writes `stats.md`
 and, when matplotlib is installed, `stats.png` (four panels); it returns the
 paths written.
 Not guaranteed: that rows without times or similarities (a filter run without
@@ -34,6 +37,10 @@ class Stats:
     ops: list[tuple[str, int]]
     eager_ms: list[float] = field(default_factory=list)
     similarity: list[float] = field(default_factory=list)
+    # decontamination: candidates removed per measure (from the rejections file; None without it), and
+    # the kept tasks closest to the reference suite: (id, graph Dice, its reference, AST similarity, its reference)
+    removed: dict[str, int] | None = None
+    closest: list[tuple[str, float | None, str, float | None, str]] = field(default_factory=list)
 
     @property
     def sim_max(self) -> float | None:
@@ -48,7 +55,11 @@ def _key(source: str) -> str:
     return source.split("#", 1)[1] if source.startswith("torch#") else source
 
 
-def compute(rows: list[dict[str, Any]]) -> Stats:
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def compute(rows: list[dict[str, Any]], rejections: list[dict[str, Any]] | None = None, closest: int = 10) -> Stats:
     n = len(rows)
     counts = Counter(_key(str(r.get("data_source", ""))) for r in rows)
     paper_total = sum(PAPER_MIX.values())
@@ -61,7 +72,17 @@ def compute(rows: list[dict[str, Any]]) -> Stats:
         ops.update(json.loads(v) if isinstance(v, str) else (v or []))
     def nums(col: str) -> list[float]:
         return [float(r[col]) for r in rows if isinstance(r.get(col), (int, float)) and math.isfinite(r[col])]
-    return Stats(n, mix, ops.most_common(25), nums("eager_ms"), nums("max_similarity"))
+    removed = None
+    if rejections is not None:
+        removed = {m: 0 for m in ("semantic", "syntactic")}
+        for r in rejections:
+            if r.get("stage") == "decontam":
+                m = str(r.get("measure") or "syntactic")  # records before op graphs: the AST measure
+                removed[m] = removed.get(m, 0) + 1
+    near = [(str(r.get("id", "")), _num(r.get("semantic_similarity")), str(r.get("semantic_ref") or ""),
+             _num(r.get("max_similarity")), str(r.get("nearest_ref") or "")) for r in rows]
+    near.sort(key=lambda t: (-(t[1] if t[1] is not None else -1.0), -(t[3] if t[3] is not None else -1.0)))
+    return Stats(n, mix, ops.most_common(25), nums("eager_ms"), nums("max_similarity"), removed, near[:closest])
 
 
 def _hist(values: list[float], bins: list[float]) -> list[int]:
@@ -96,6 +117,19 @@ def markdown(s: Stats) -> str:
             lines.append(f"| {SIM_BINS[i]:.2f}-{SIM_BINS[i + 1]:.2f} | {c} |")
     else:
         lines.append("no similarities recorded (filter without --against)")
+    lines += ["", "## Decontamination", ""]
+    if s.removed is not None:
+        lines += ["| measure | candidates removed |", "|---|---:|"]
+        lines += [f"| {m} | {c} |" for m, c in s.removed.items()]
+    else:
+        lines.append("no rejections file beside the tasks: removals unknown")
+    if any(c[1] is not None or c[3] is not None for c in s.closest):
+        def f(v: float | None) -> str:
+            return "-" if v is None else f"{v:.3f}"
+
+        lines += ["", "Kept tasks closest to the reference suite (graph Dice, then AST similarity):", "",
+                  "| task | graph Dice | nearest by graph | AST similarity | nearest by AST |", "|---|---:|---|---:|---|"]
+        lines += [f"| {i} | {f(d)} | {dr or '-'} | {f(a)} | {ar or '-'} |" for i, d, dr, a, ar in s.closest]
     return "\n".join(lines) + "\n"
 
 
@@ -135,3 +169,12 @@ def write(s: Stats, out_dir: Path) -> list[Path]:
     fig.savefig(png, dpi=90)
     plt.close(fig)
     return [md, png]
+
+
+def rejections_path(tasks: Path) -> Path | None:
+    """The filter's rejections file for a tasks file (beside `tasks.parquet`, also for its .jsonl twin)."""
+    tasks = Path(tasks)
+    for p in (Path(str(tasks) + ".rejections.jsonl"), Path(str(tasks.with_suffix(".parquet")) + ".rejections.jsonl")):
+        if p.is_file():
+            return p
+    return None

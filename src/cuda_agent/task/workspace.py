@@ -232,7 +232,8 @@ def _write_protected(task: Task, d: Path) -> None:
     meta = d / META
     meta.parent.mkdir(exist_ok=True)
     written = {rel: _digest(text) for rel, text in protected.items() if rel in INTEGRITY_CHECKED}
-    meta.write_text(json.dumps({"task": task.name, "task_hash": task.hash, "precision": task.precision, "protected": written}))
+    meta.write_text(json.dumps({"task": task.name, "task_hash": task.hash, "precision": task.precision,
+                                "precision_source": task.precision_source, "protected": written}))
 
 
 def _digest(text: str) -> str:
