@@ -319,7 +319,8 @@ def trusted_verdict(res: EvalResult, cfg: EvalConfig, rec: BurstRecord, base: Ba
         sides.append(tt.Side("torch.compile", res.compile_timing.median_ms, tt.net_ms(base.compiled, fit),
                              tt.noise_ms(base.compiled)))
     v = tt.judge(claim, cand_net, tt.noise_ms(rec.looks), sides, rec.kind, 0.5 * floor, res.timing.enqueue_ms,
-                 tt.TOL_CAP if cfg.device == "cuda" else tt.HOST_LANE_CAP)
+                 tt.TOL_CAP if cfg.device == "cuda" else tt.HOST_LANE_CAP,
+                 tt.FORGED if cfg.device == "cuda" else tt.HOST_LANE_FORGED)
     res.trusted_ms = round(cand_net, 6)
     res.trusted_eager_ms = round(sides[0].net_ms, 6)
     res.trusted_compile_ms = round(sides[1].net_ms, 6) if len(sides) > 1 else None

@@ -87,6 +87,7 @@ JITTER_MS = 0.01  # the least a burst's wall time is taken to be uncertain by (p
 TOL_FLOOR = 0.01
 TOL_CAP = 0.03  # the most a claim may be better than the clock and still stand: the leak's bound
 HOST_LANE_CAP = 0.5  # the CPU lane's (its host clock is as noisy as the machine: it tests the machinery, not kernels)
+HOST_LANE_FORGED = 5.0  # the CPU lane rejects only lies this gross (a loaded 2-core machine moved honest ones 2.5x)
 FORGED_WARN = 1.25  # a claim this many times faster than the clock is flagged as forged
 FORGED = 2.0  # ... and this many times (graph mode) is rejected
 
@@ -186,15 +187,19 @@ class Verdict:
 
 
 def judge(claim_ms: float, cand_net_ms: float, cand_noise_ms: float, sides: list[Side], mode: str = "graph",
-          floor_ms: float = 0.0, enqueue_ms: float | None = None, cap: float = TOL_CAP) -> Verdict:
+          floor_ms: float = 0.0, enqueue_ms: float | None = None, cap: float = TOL_CAP,
+          forged: float = FORGED) -> Verdict:
     """The candidate's time that counts (module docstring). `floor_ms`: the task's speed-of-light time
     per call (0: unknown); the clock's net is never taken below it. `mode`: "graph" or "host";
     `enqueue_ms`: the host time per call the candidate reported (host mode: a host-bound honest
     candidate's slow burst is then not called forged; it never confirms anything). `cap`: the
-    tolerance's cap (TOL_CAP; HOST_LANE_CAP on the CPU lane)."""
+    tolerance's cap (TOL_CAP; HOST_LANE_CAP on the CPU lane); `forged`: the rejection's factor. The
+    floor can only make the clock's time count (it is too high for a task that reads part of its
+    inputs), never reject: a rejection needs the clock's own net."""
+    raw = max(cand_net_ms, 1e-9)
     net_c = max(cand_net_ms, floor_ms, 1e-9)
     tol: dict[str, float] = {}
-    equiv = claim_ms
+    equiv = raw_equiv = claim_ms
     agree = True
     parts = []
     resolved = True
@@ -209,6 +214,7 @@ def judge(claim_ms: float, cand_net_ms: float, cand_noise_ms: float, sides: list
         tol[s.name] = t
         ratio = net_c / base
         equiv = max(equiv, s.event_ms * ratio)
+        raw_equiv = max(raw_equiv, s.event_ms * raw / base)
         if claim_ms / s.event_ms * (1 + t) < ratio:
             agree = False
         parts.append(f"{s.name} {base:.4g} ms (x{ratio:.3f}, tol {t:.1%})")
@@ -219,7 +225,7 @@ def judge(claim_ms: float, cand_net_ms: float, cand_noise_ms: float, sides: list
     over = equiv / claim_ms if claim_ms > 0 else float("inf")
     flagged = over >= FORGED_WARN
     host = max(claim_ms, enqueue_ms or 0.0)
-    gross = over >= FORGED and (mode == "graph" or equiv >= FORGED * host)
+    gross = raw_equiv >= forged * claim_ms and (mode == "graph" or raw_equiv >= forged * host)
     what = (f"the candidate reported {claim_ms:.4g} ms per call, {over:.2f}x faster than the evaluator's clock "
             f"confirms ({equiv:.4g} ms on the same scale; {clock})")
     if gross:
