@@ -59,6 +59,9 @@ class EvalConfig:
     # the evaluator's clock (trusted_time): the time that counts is the one the parent's clock confirms;
     # its tolerances come from the bursts' own spread (trusted_time.TOL_FLOOR..TOL_CAP), not from here
     trusted_clock: bool = True  # off only to measure what it costs (benchmarks: the defences' cost)
+    # bursts as CUDA graphs where the task allows (trusted_time); False: the Python loop everywhere (coarser
+    # for short kernels, never less safe). A switch for a GPU or driver where graph capture misbehaves.
+    clock_graphs: bool = True
     # False only for the red team's runtime lane: static REJECT findings and the post-build symbol check are
     # recorded, not applied, so that the run-time defences (above all the evaluator's clock) are seen alone
     static_gate: bool = True

@@ -166,6 +166,9 @@ def clock_kind(ref: Child, res: EvalResult, cfg: EvalConfig, cache: KVCache | No
     burst, cached per task, GPU, torch and precision; the reason lands in res.defences."""
     if cfg.device != "cuda":
         return "host"
+    if not cfg.clock_graphs:
+        res.defences["clock_kind"] = "host: EvalConfig.clock_graphs is off"
+        return "host"
     key = f"clockkind/{tt.PROTOCOL}/{res.task_hash}/{res.gpu}/{res.torch}/{res.precision}/{cfg.compile_baseline}"
     if cache is not None and (hit := cache.get(key)) is not None:
         res.defences["clock_kind"] = hit["why"]
