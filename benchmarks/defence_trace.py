@@ -50,7 +50,7 @@ class Trace:
         self.bursts: list[tuple[int, float]] = []
 
     def install(self) -> None:
-        real_receive, real_phase, real_bursts = procs.Child.receive, exchange.announce, timed._bursts
+        real_receive, real_phase, real_bursts = procs.Child.receive, exchange.announce, timed._looks
         tr = self
 
         def receive(child: procs.Child, timeout: float, cmd: str):  # type: ignore[no-untyped-def]
@@ -63,14 +63,14 @@ class Trace:
             tr.phase = name
             real_phase(name)
 
-        def bursts(child, res, cfg, k, mode):  # type: ignore[no-untyped-def]
-            rec = real_bursts(child, res, cfg, k, mode)
-            tr.bursts += [(k, s) for s in rec.seconds]
+        def bursts(child, res, cfg, kind, k, replays, mode):  # type: ignore[no-untyped-def]
+            rec = real_bursts(child, res, cfg, kind, k, replays, mode)
+            tr.bursts += [(k * replays, s) for s in rec.seconds]
             return rec
 
         procs.Child.receive = receive  # type: ignore[method-assign]
         exchange.announce = phase
-        timed._bursts = bursts
+        timed._looks = bursts
 
 
 def main() -> int:

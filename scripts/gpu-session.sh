@@ -36,6 +36,10 @@
 #      cost (spares, N=8) under p10p90                                                      ~6 min
 #   R: the timing GPU tests and the red team (no examples, no overhead)                   ~5 min
 #   W: issue 13's spread (diag_matmul alone, then 6 at once; target <= 2 %), then R       ~7 min
+#   X1: the evaluator's clock v5 (issue 28): the graph-burst probe, the forgery red team (quick), the
+#       examples (gpu_check, no faults, no red team)                                    ~9 min
+#   X2: the forgery red team in full (8 factors x native/switch x 3 runs, honest x3, 3 sharing) ~9.5 min
+#   X3: the leak per kernel size, the red team (gpu_check, no examples), the defences' cost (O) ~9.5 min
 # pytest -m gpu needs the openai wheels and J's RL smoke TRL's: make .whl with scripts/device-wheels.sh
 # (registry access needed) and carry it.
 set -uo pipefail
@@ -110,5 +114,12 @@ case "${1:-}" in
        | tee "$OUT/p1.log" | tail -4
      timeout 405 python3 benchmarks/eval_throughput.py --kernelbench .kb --export-cache --deadline-s 395 2>&1 \
        | quiet | tee "$OUT/k.log" | tail -34 ;;
-  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|O|Q|R|V|K3|P" >&2; exit 2 ;;
+  X1) timeout 150 python3 benchmarks/clock_probe.py --out "$OUT/probe.json" 2>&1 | quiet | grep -v '^{' | tail -12
+      timeout 200 python3 benchmarks/forgery_redteam.py --quick --shared 0 --out "$OUT/forgery_quick.json" 2>&1 | quiet | grep -v '^{' | tail -16
+      timeout 190 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-pytest 2>&1 | quiet | tail -16 ;;
+  X2) timeout 570 python3 benchmarks/forgery_redteam.py --runs 3 --out "$OUT/forgery.json" 2>&1 | quiet | grep -v '^{' | tail -45 ;;
+  X3) timeout 240 python3 benchmarks/clock_leak.py --out "$OUT/leak.json" 2>&1 | quiet | grep -v '^{' | tail -8
+      timeout 220 bash scripts/gpu-check.sh --skip-examples --skip-faults --skip-pytest --jobs 8 2>&1 | quiet | tail -30
+      timeout 100 bash "$0" O ;;
+  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|O|Q|R|V|K3|P|X1|X2|X3" >&2; exit 2 ;;
 esac

@@ -73,79 +73,123 @@ def test_requests_round_trip_and_paths_are_the_parents():
     assert P.output_path("/io", "seed0", 0) == "/io/seed0_0.bin" and P.timed_path("/io", 5) == "/io/timed_call_5.bin"
 
 
-# ------------------------------------------------------------------ the trusted clock's arithmetic
+# ------------------------------------------------------------------ the evaluator's clock's arithmetic
 
 
-def test_milestones_stand_only_where_the_bursts_confirm_them():
-    ok = tt.judge(0.5, 1.0, 0.8, burst_ms=0.6, burst_eager_ms=1.1, burst_compile_ms=0.9)
-    assert (ok.kind, ok.faster_eager, ok.faster_compile) == ("ok", True, True)
-    # claimed faster than compile, but back to back it is 20 % slower: that milestone is withdrawn
-    part = tt.judge(0.5, 1.0, 0.8, burst_ms=1.08, burst_eager_ms=1.1, burst_compile_ms=0.9)
-    assert (part.kind, part.faster_eager, part.faster_compile) == ("unconfirmed", True, False)
-    # nothing claimed, nothing to confirm: a slow burst is no finding
-    slow = tt.judge(2.0, 1.0, 0.8, burst_ms=5.0, burst_eager_ms=1.1, burst_compile_ms=0.9)
-    assert (slow.kind, slow.faster_eager, slow.faster_compile) == ("ok", False, False)
+def _looks(per_call_ms: float, calls: int, fixed_ms: float = 0.2, jitter_ms: float = 0.01, n: int = 3) -> tt.Looks:
+    """Looks of a side whose calls take per_call_ms each, with a fixed cost per burst and jitter."""
+    best = fixed_ms + calls * per_call_ms
+    return tt.Looks(calls, tuple((best + i * jitter_ms) / 1e3 for i in range(n)))
 
 
-def test_a_claimed_milestone_the_bursts_grossly_contradict_is_forged():
-    v = tt.judge(0.05, 1.0, 0.8, burst_ms=3.0, burst_eager_ms=1.1, burst_compile_ms=0.9)
-    assert v.kind == "forged" and "not the candidate's" in v.message
-    assert tt.burst_size(0.001, 1 << 20) == tt.K_MAX and tt.burst_size(100.0, 1 << 20) == tt.K_MIN
-    assert tt.burst_size(0.001, 1 << 30) == tt.BURST_BYTES // (1 << 30)  # all k input sets live at once
+LOOP = tt.fit_loop(_looks(0.05, 256), _looks(0.05, 256 * 4))  # draws and digests: 0.05 ms a call
 
 
-def test_a_claim_its_own_burst_contradicts_is_forged_even_when_the_baselines_do_not():
-    """The H200 case that clock v2 only withdrew: a kernel about as fast as eager reports a time 20x
-    faster. Against the baselines its burst is within 2x (0.51 vs 0.41 ms), but the loop with no
-    model costs 0.1 ms a call, so a true 0.0175 ms call would make bursts of about 0.12 ms."""
-    base = dict(burst_ms=0.511, burst_eager_ms=0.407, burst_compile_ms=0.41)
-    assert tt.judge(0.0175, 0.3, 0.3, **base).kind == "unconfirmed"  # without the loop: withdrawn only
-    v = tt.judge(0.0175, 0.3, 0.3, **base, loop_ms=0.1, slack_ms=0.03)
-    assert v.kind == "forged" and "loop alone" in v.message
-    # honest: a fast kernel whose burst is its time plus the loop's, even a host-bound one whose loop
-    # overhead is twice its own time, stands
-    assert tt.judge(0.02, 1.4, 1.3, burst_ms=0.11, burst_eager_ms=1.5, burst_compile_ms=1.4,
-                    loop_ms=0.09, slack_ms=0.03).kind == "ok"
-    assert tt.judge(0.005, 0.3, 0.3, burst_ms=0.06, burst_eager_ms=0.33, burst_compile_ms=0.33,
-                    loop_ms=0.05, slack_ms=0.03).kind == "ok"
-    # host-bound (many launches from Python, hidden from the device time by the timing's hold): the
-    # reported host time excuses the slow burst from being forged, but no milestone counts
-    host = tt.judge(0.1, 0.5, 0.5, burst_ms=0.37, burst_eager_ms=0.55, burst_compile_ms=0.55,
-                    loop_ms=0.02, slack_ms=0.03, enqueue_ms=0.35)
-    assert (host.kind, host.faster_eager, host.faster_compile) == ("unconfirmed", False, False)
-    assert tt.judge(0.1, 0.5, 0.5, burst_ms=0.37, burst_eager_ms=0.55, burst_compile_ms=0.55,
-                    loop_ms=0.02, slack_ms=0.03).kind == "forged"
-    # a slow claim claims nothing: its burst is no finding, however slow
-    assert tt.judge(2.0, 1.0, 0.8, burst_ms=50.0, burst_eager_ms=1.1, burst_compile_ms=0.9, loop_ms=0.1).kind == "ok"
+def _side(name: str, event_ms: float, true_ms: float, calls: int = 256) -> tt.Side:
+    looks = _looks(true_ms + 0.05, calls)
+    return tt.Side(name, event_ms, tt.net_ms(looks, LOOP), tt.noise_ms(looks))
 
 
-# (claim, eager, compile, burst, burst eager, burst compile, loop, enqueue) per call in ms, and the
-# milestones that must stand: rows of the H200 red-team run of 2026-12-03 (scripts/gpu-session.sh G)
-H200_ROWS = {
-    "example/diag_matmul": ((0.02118, 1.356, 1.354, 0.11935, 1.5676, 1.5553, 0.10283, 0.0110), (True, True)),
-    "example/gelu_chain": ((0.0728, 0.8819, 0.1461, 0.3982, 1.2865, 0.47143, 0.32415, 0.0091), (True, True)),
-    "example/linear_bias_relu": ((0.7707, 0.9036, 0.8965, 1.2578, 1.3723, 1.3860, 0.41189, 0.0270), (True, True)),
-    "example/matmul_sum_scale": ((0.03878, 1.408, 1.39, 0.11859, 1.5702, 1.5647, 0.07787, 0.0191), (True, True)),
-    "example/row_softmax_wide": ((0.1423, 0.1746, 0.1601, 0.87857, 0.91467, 0.88314, 0.7167, 0.0129), (True, True)),
-    "release/scale_add": ((0.003936, 0.006752, 0.00384, 0.070556, 0.070437, 0.117433, 0.050482, 0.0111), (True, False)),
-    "control/matmul_cublas_sgemm": ((0.02883, 0.02877, 0.0287, 0.070926, 0.086241, 0.132555, 0.051851, 0.0169), (False, False)),
-}
+def _verdict(claim_ms: float, true_ms: float, eager_ms: float = 1.0, compile_ms: float = 0.5, **kw) -> tt.Verdict:
+    """The candidate truly takes true_ms a call (what its bursts show) and reports claim_ms; the
+    baselines' event times equal their true times."""
+    looks = _looks(true_ms + 0.05, 256)
+    sides = [_side("eager", eager_ms, eager_ms), _side("torch.compile", compile_ms, compile_ms)]
+    return tt.judge(claim_ms, tt.net_ms(looks, LOOP), tt.noise_ms(looks), sides, **kw)
 
 
-def test_the_h200_rows_honest_stand_and_the_fake_fast_time_is_forged():
-    """Clock v4 gave the 20x lie (a 0.111 ms kernel reporting 0.0056 ms) reward 1 on the H200: its
-    burst (0.134 ms) was within FORGED x (claim + loop 0.052 ms). Its burst less the loop is 15x its
-    claim; every honest row's stays within FIT x its claim plus the slack."""
-    for name, (row, kept) in H200_ROWS.items():
-        c, e, k, b, be, bc, loop, enq = row
-        v = tt.judge(c, e, k, b, be, bc, loop_ms=loop, slack_ms=0.03, enqueue_ms=enq)
-        assert (v.kind, v.faster_eager, v.faster_compile) == ("ok", *kept), (name, v)
-    v = tt.judge(0.005563, 0.02877, 0.0287, 0.134408, 0.076978, 0.132555, loop_ms=0.051851, slack_ms=0.03,
-                 enqueue_ms=0.000824)
-    assert v.kind == "forged" and "loop alone" in v.message, v
-    # the same lie with its true host time reported is still forged: that figure only excuses host work
-    assert tt.judge(0.005563, 0.02877, 0.0287, 0.134408, 0.076978, 0.132555, loop_ms=0.051851, slack_ms=0.03,
-                    enqueue_ms=0.0088).kind == "forged"
+def test_the_loop_fit_takes_the_fixed_cost_and_the_loops_share_out():
+    fit = tt.fit_loop(_looks(0.03, 100, fixed_ms=0.4), _looks(0.03, 400, fixed_ms=0.4))
+    assert abs(fit.fixed_ms - 0.4) < 1e-9 and abs(fit.per_call_ms - 0.03) < 1e-9
+    assert abs(tt.net_ms(_looks(0.03 + 0.2, 64, fixed_ms=0.4), fit) - 0.2) < 1e-9
+    with pytest.raises(ValueError):
+        tt.fit_loop(_looks(0.03, 100), _looks(0.03, 100))
+    # the noise is the next-best look's distance, never below JITTER_MS a burst
+    assert tt.Looks(10, (0.010, 0.012)).jitter_ms == pytest.approx(2.0)
+    assert tt.Looks(10, (0.010, 0.010)).jitter_ms == tt.JITTER_MS
+
+
+def test_an_honest_claim_stands_and_its_milestones_come_from_it():
+    v = _verdict(0.3, 0.3)
+    assert v.kind == "ok" and v.time_ms == 0.3 and tt.milestones(v, 1.0, 0.5) == (True, True)
+    # a claim slower than the clock claims nothing more: it stands as it is
+    slow = _verdict(0.6, 0.45)
+    assert slow.kind == "ok" and slow.time_ms == 0.6 and tt.milestones(slow, 1.0, 0.5) == (True, False)
+
+
+@pytest.mark.parametrize("factor", [0.95, 0.9, 0.85, 0.8, 0.7, 0.5, 0.2, 0.05])
+@pytest.mark.parametrize("true_vs_compile", [0.97, 1.0, 1.03, 1.2, 2.0])
+def test_a_lie_gains_no_milestone_beyond_the_tolerance(factor, true_vs_compile):
+    """The issue's bar as arithmetic: a candidate truly at true_vs_compile x torch.compile reports
+    factor x its true time. Its milestones are at most its honest twin's unless its true time is
+    within the tolerance (at most TOL_CAP) of the 5 % line; every lie of 20 % or more is flagged,
+    and one of 2x or more is rejected; the time that counts is never the lie once it is beyond tol."""
+    compile_ms, eager_ms = 0.5, 0.52
+    true = true_vs_compile * compile_ms
+    honest = tt.milestones(_verdict(true, true, eager_ms, compile_ms), eager_ms, compile_ms)
+    v = _verdict(factor * true, true, eager_ms, compile_ms)
+    lied = tt.milestones(v, eager_ms, compile_ms) if v.kind != "forged" else (False, False)
+    tol = max(v.tol.values())
+    assert tol <= tt.TOL_CAP
+    for name, base, h, got in (("eager", eager_ms, honest[0], lied[0]), ("compile", compile_ms, honest[1], lied[1])):
+        if got and not h:
+            assert true < 0.95 * base * (1 + tol), (name, factor, true_vs_compile, v)
+    if factor <= 0.8:
+        assert v.flagged and v.kind in ("unconfirmed", "forged"), v
+        assert v.time_ms >= true * 0.99  # the time that counts is the clock's
+    if factor <= 0.5:
+        assert v.kind == "forged" and "not the candidate's" in v.message
+
+
+def test_uneven_looks_widen_the_tolerance_only_up_to_its_cap():
+    steady = _verdict(0.3, 0.3)
+    looks = tt.Looks(256, (0.2 + 256 * 0.35, 0.2 + 256 * 0.35 * 1.5, 0.2 + 256 * 0.35 * 2))  # wildly uneven, in ms
+    looks = tt.Looks(256, tuple(x / 1e3 for x in looks.seconds))
+    sides = [_side("eager", 1.0, 1.0), _side("torch.compile", 0.5, 0.5)]
+    shaky = tt.judge(0.3 * 0.9, tt.net_ms(looks, LOOP), tt.noise_ms(looks), sides)
+    assert max(steady.tol.values()) < max(shaky.tol.values()) == tt.TOL_CAP
+    assert not shaky.resolved and shaky.kind == "unconfirmed" and shaky.time_ms >= 0.29
+
+
+def test_a_baseline_the_clock_cannot_see_is_stood_in_for_by_its_event_time():
+    """eager's net within its noise (a 2 us call beside a 50 us loop): the candidate's own net is judged
+    against the events directly, so a lie is still caught."""
+    tiny = tt.Side("eager", 0.002, 0.0, 0.001)
+    looks = _looks(0.05 + 0.3, 256)
+    v = tt.judge(0.001, tt.net_ms(looks, LOOP), tt.noise_ms(looks), [tiny])
+    assert v.kind == "forged" and not v.resolved and v.time_ms == pytest.approx(0.3, rel=1e-3)
+
+
+def test_the_clock_is_never_taken_below_the_speed_of_light():
+    """A candidate that fuses the harness's draws and digests into its own kernel could make its burst
+    cheaper than the loop's: its net is floored at the task's speed-of-light time."""
+    looks = _looks(0.01, 256)  # burst per call below the loop's 0.05: a negative net
+    sides = [_side("eager", 1.0, 1.0)]
+    assert tt.net_ms(looks, LOOP) < 0
+    v = tt.judge(0.05, tt.net_ms(looks, LOOP), tt.noise_ms(looks), sides, floor_ms=0.2)
+    # the floor makes the clock's time count; it never rejects (it is too high for a task that reads
+    # part of its inputs)
+    assert v.kind == "unconfirmed" and v.flagged and v.time_ms == pytest.approx(0.2, rel=1e-6)
+
+
+def test_host_mode_lets_reported_host_time_excuse_a_slow_burst_but_confirm_nothing():
+    host = _verdict(0.1, 0.49, mode="host", enqueue_ms=0.45)
+    assert host.kind == "unconfirmed" and host.time_ms >= 0.49 and tt.milestones(host, 1.0, 0.5) == (True, False)
+    assert _verdict(0.1, 0.49, mode="host").kind == "forged"
+    assert _verdict(0.1, 0.49, mode="graph", enqueue_ms=0.45).kind == "forged"  # a graph's host work is O(1)
+
+
+def test_without_like_for_like_baselines_no_milestone_stands():
+    v = tt.Verdict("unconfirmed", 0.1, 0.1, {}, False, False, "x", grants=False)
+    assert tt.milestones(v, 1.0, 0.5) == (False, False)
+
+
+def test_burst_shapes():
+    assert tt.burst_shape(0.001, 1 << 20, True) == (tt.K_MAX, tt.MAX_REPLAYS)
+    assert tt.burst_shape(100.0, 1 << 20, True) == (tt.K_MIN, 1)
+    k, r = tt.burst_shape(0.02, 1 << 20, True)
+    assert k == tt.K_MAX and k * r * 0.02 >= tt.TARGET_MS
+    assert tt.burst_shape(0.001, 1 << 30, False) == (tt.BURST_BYTES // (1 << 30), 1)
 
 
 def test_digests_within_tolerance_pass_and_skipped_work_fails():
@@ -201,7 +245,7 @@ def test_fake_fast_times_are_rejected_by_the_parents_clock(tmp_path, cache_env, 
     r = evaluate_workspace(make_ws(tmp_path, "slow"), config=cpu_cfg(reuse_results=False))
     assert r.status is Status.REJECTED and r.reward == -1, (r.status, r.message)
     assert "timing-forged" in r.message and r.trusted_ms is not None and r.trusted_eager_ms is not None
-    assert r.trusted_ms > tt.FORGED * r.trusted_eager_ms
+    assert r.reported_ms is not None and r.trusted_ms > tt.FORGED * r.reported_ms
 
 
 MATMUL_TASK = """import torch
@@ -244,8 +288,7 @@ class ModelNew(nn.Module):
 def test_a_fake_time_for_a_kernel_as_fast_as_eager_is_rejected(tmp_path, cache_env, hijack, monkeypatch):
     """The case clock v2 missed on the H200: the candidate is as fast as eager (here it is eager: the
     static gate and the op log are off so that only the clock judges) and reports 20x faster. Its
-    burst equals eager's, so the baselines alone only withdraw the milestones; its own burst, less
-    the loop's cost, gives it away. Honest, the same candidate stands."""
+    net on the evaluator's clock equals eager's, so the 20x claim is rejected; honest, it stands."""
     import shutil
 
     from cuda_agent.eval import pipeline, static_gate
@@ -257,23 +300,23 @@ def test_a_fake_time_for_a_kernel_as_fast_as_eager_is_rejected(tmp_path, cache_e
     ws = init_workspace(Task.from_source(MATMUL_TASK, name="mm"), tmp_path / "ws")
     shutil.copytree(FIXTURES / "cpu_lane" / "kernels", ws / "kernels", dirs_exist_ok=True)
     (ws / "model_new.py").write_text(EAGER_TWIN)
-    cfg = cpu_cfg(reuse_results=False, runtime_guards=False, trusted_slack_ms=1.0)
+    cfg = cpu_cfg(reuse_results=False, runtime_guards=False)
     honest = evaluate_workspace(ws, config=cfg)
     assert honest.status is Status.OK and honest.correct, (honest.message, honest.log[-1500:])
     assert not honest.defences["trusted_clock"].startswith("forged"), honest.defences
     hijack("fake_time=0.05")
     r = evaluate_workspace(ws, config=cfg)
     assert r.status is Status.REJECTED and r.reward == -1, (r.status, r.message, r.defences)
-    assert "timing-forged" in r.message and "loop alone" in r.message
-    assert r.trusted_ms is not None and r.trusted_eager_ms is not None
-    assert r.trusted_ms < tt.FORGED * r.trusted_eager_ms  # the baselines' bursts alone would not have said so
+    assert "timing-forged" in r.message and "not the candidate's" in r.message
+    assert r.trusted_ms is not None and r.trusted_eager_ms is not None and r.reported_ms is not None
+    assert r.trusted_ms < 3 * r.trusted_eager_ms  # it is eager: the clock sees eager's time, not the claim
 
 
 @pytest.mark.slow
 def test_skipped_burst_work_is_incorrect(tmp_path, cache_env, hijack):
     hijack("fake_digest=1")
     r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(reuse_results=False))
-    assert r.status is Status.INCORRECT and r.reward == -1 and "trusted clock" in r.message, r.message
+    assert r.status is Status.INCORRECT and r.reward == -1 and "evaluator's clock" in r.message, r.message
 
 
 @pytest.mark.slow

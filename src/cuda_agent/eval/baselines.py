@@ -26,6 +26,7 @@ from pathlib import Path
 from cuda_agent.eval import gpu as gpu_mod
 from cuda_agent.eval import gpu_lock, timed
 from cuda_agent.eval import protocol as P
+from cuda_agent.eval import trusted_time as tt
 from cuda_agent.eval.cache import KVCache
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.exchange import Stop, ask
@@ -45,6 +46,7 @@ class BaselineRecord:
     burst_eager_ms: float | None = None
     burst_compile_ms: float | None = None
     burst_loop_ms: float | None = None
+    clock_kind: str = ""  # "graph" or "host" (trusted_time)
     cached: bool = False
     seconds: float = 0.0
     error: str = ""
@@ -99,11 +101,17 @@ def precompute(task: Task, cfg: EvalConfig) -> BaselineRecord:
             run = ask(child, res, P.Run([secrets.randbits(62)], "probe", keep=True), cfg.correctness_timeout, "reference", P.RunReply)
             in_bytes = max(r.in_nbytes for r in run.outputs)
             built = timed.build_compiled(cfg, res, child, req, cache)  # CPU-bound: not while holding the GPU alone
+            kind = timed.clock_kind(child, res, cfg, cache) if cfg.trusted_clock else None
             with timed.section(res, cfg, gpu):
                 timed.baselines(cfg, res, child, req, cache, built)
-                if cfg.trusted_clock:
-                    rec.burst_eager_ms, rec.burst_compile_ms, rec.burst_loop_ms = timed.burst_baselines(
-                        child, res, cfg, in_bytes, cache, timed.baseline_key(cfg, res, req))
+                base = (timed.burst_baselines(child, res, cfg, in_bytes, cache, timed.baseline_key(cfg, res, req), kind)
+                        if kind is not None else None)
+            if base is not None:  # the nets (per call, the loop taken out) an evaluation compares with
+                fit = tt.fit_loop(base.loop_small, base.loop_large)
+                rec.burst_eager_ms = round(tt.net_ms(base.eager, fit), 6)
+                rec.burst_compile_ms = round(tt.net_ms(base.compiled, fit), 6) if base.compiled is not None else None
+                rec.burst_loop_ms = round(fit.per_call_ms, 6)
+                rec.clock_kind = kind or ""
         except Stop as stop:
             rec.error = stop.result.message or "the reference failed"
         finally:

@@ -249,7 +249,8 @@ def _unit_key(tc: Toolchain, src: Path, root: Path) -> str:
     return h.hexdigest()[:24]
 
 
-def build(root: Path, cache_dir: Path, *, arch: str, timeout: float, jobs: int = 0, use_cache: bool = True) -> BuildResult:
+def build(root: Path, cache_dir: Path, *, arch: str, timeout: float, jobs: int = 0, use_cache: bool = True,
+          check_symbols: bool = True) -> BuildResult:
     t0 = time.monotonic()
     root = root.resolve()
     tc = toolchain(arch)
@@ -295,7 +296,8 @@ def build(root: Path, cache_dir: Path, *, arch: str, timeout: float, jobs: int =
         return BuildResult(False, None, tail("\n".join(logs)), time.monotonic() - t0, timed_out, False, rebuilt)
     # every candidate object's symbols, the pristine binding.cpp's excepted (cached objects too: milliseconds)
     objects = [(str(s.relative_to(root)), str(s.relative_to(root)), o) for s, o in units if s != root / "binding.cpp"]
-    bad = symbols.check(objects, "workspace", cache_dir=cache_dir, arch=arch, deadline=deadline)
+    # check_symbols off only for the red team's runtime lane (EvalConfig.static_gate): the run-time defences alone
+    bad = symbols.check(objects, "workspace", cache_dir=cache_dir, arch=arch, deadline=deadline) if check_symbols else []
     if bad:
         return rejected_build(bad, logs, time.monotonic() - t0, rebuilt)
     sources_text = "".join(p.read_text(errors="replace") for p, _ in units)

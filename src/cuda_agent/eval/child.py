@@ -13,11 +13,12 @@ timed call when the parent sends `fresh_seed`), `compare` (reference role:
 check a candidate's output file against outputs kept on the device, so large
 outputs never cross to the parent), `controls` (reference role: negative
 controls for `lint-task`), `bandwidth` (a device copy, for the speed-of-light
-flag), `burst` (back-to-back calls on fresh inputs, each output reduced to a
+flag), `prepare` (a side's burst made ready, untimed: on a GPU a CUDA graph of
+its k calls), `burst` (back-to-back calls on fresh inputs, each output reduced to a
 digest under secret weights; the parent clocks it: `trusted_time`),
 `digests` (reference role: the same digests of the reference's outputs),
 `warm` (reference role: compile and call once before a baseline's burst);
-those three live in `child_burst`, the state and input draws they share in
+those four live in `child_burst`, the state and input draws they share in
 `child_state`.
 `exit`. The reference reads and removes output files only inside the
 candidate's io dir it was given at setup (`peer_io`), never through a link. With `guard` at setup (candidate role), `run` and `time` also
@@ -58,7 +59,14 @@ from typing import Any
 import torch
 
 from cuda_agent.eval import protocol as P
-from cuda_agent.eval.child_burst import cmd_burst, cmd_digests, cmd_warm, compiled_or_model, warm_digest_path
+from cuda_agent.eval.child_burst import (
+    cmd_burst,
+    cmd_digests,
+    cmd_prepare,
+    cmd_warm,
+    compiled_or_model,
+    warm_digest_path,
+)
 from cuda_agent.eval.child_state import (
     State,
     describe,
@@ -353,7 +361,7 @@ def cmd_bandwidth(st: State, req: P.Bandwidth) -> dict[str, Any]:
 
 HANDLERS: dict[str, Any] = {"setup": cmd_setup, "run": cmd_run, "time": cmd_time, "compare": cmd_compare,
                             "controls": cmd_controls, "bandwidth": cmd_bandwidth, "burst": cmd_burst, "digests": cmd_digests,
-                            "warm": cmd_warm}
+                            "warm": cmd_warm, "prepare": cmd_prepare}
 
 
 def _is_cuda_error(e: BaseException) -> bool:
@@ -414,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         try:
             req = P.request_from_wire(msg)
-            if getattr(req, "mode", None) != "loop":
+            if getattr(req, "mode", None) != "loop" and req.cmd != "digests":
                 st.loop_outs = None  # the loop burst's kept outputs live only through its bursts
             reply = HANDLERS[req.cmd](st, req)
             reply["ok"] = True

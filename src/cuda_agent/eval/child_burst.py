@@ -1,20 +1,33 @@
-"""The trusted clock's commands in an evaluation child: bursts and digests (`trusted_time`).
+"""The evaluator's clock's commands in an evaluation child: prepared bursts, bursts, digests (`trusted_time`).
 
-Contract: `cmd_burst` runs k back-to-back calls, each on the next input set the task draws after
-one seeding with the request's secret salt, each output reduced to `DIGESTS_PER_OUTPUT` digests
-(W @ out with secret standard-normal weights, one GEMV launch into a device buffer), one sync at
-the end; the parent clocks the request. `cmd_digests` (reference role) digests the reference's
-own outputs for sampled calls, with each digest's tolerance scale; `cmd_warm` (reference) makes
-torch.compile's callable ready outside any clocked request, or (mode "loop") keeps one set of the
-reference's outputs for the loop burst, which times the burst's draws and digests with no model.
+Contract: a burst's sequence, for a secret salt, is fixed: seed the default generators once with
+the salt; draw each output's digest weights (a (DIGESTS_PER_OUTPUT, numel) standard-normal
+matrix, `normal_` into a buffer, in output order); then, per replay, k times: the task's next
+input set (`get_inputs` under the evaluation device), the call, each output reduced to its
+digests (W @ out, one GEMV into a row of a device buffer). `cmd_prepare` makes a side's burst
+ready before any clocked request: learns its outputs' sizes from one call and, on a GPU,
+captures the k calls as one CUDA graph under a dummy seed (a capture that fails is reported,
+and the side falls back to the Python loop). `cmd_burst` runs it for the request's salt: the
+weights drawn eagerly into the graph's own buffers, then `replays` graph replays (replay reads
+the generator's seed and offset on the device, so the graph's draws continue the salt's
+sequence exactly as the eager draws would), or the Python loop; one read-back at the end; the
+parent clocks the request. `cmd_digests` (reference) replays the sequence eagerly and digests
+its own outputs for sampled calls, with each digest's tolerance scale. `cmd_warm` (reference)
+makes torch.compile's callable ready, or (mode "loop") keeps one set of outputs for the loop,
+which times the draws and digests with no model. Mode "draws" (reference) digests the inputs
+themselves: `cmd_prepare(verify=True)` replays its graph once and compares with the eager
+sequence, so a task whose draws are not graph-safe (CPU generator, numpy) is found before any
+candidate is judged by it.
 
 Not guaranteed: anything once candidate code runs in the process: the parent checks sampled
-digests against the reference and compares bursts with the baselines'.
+digests against the reference and judges the clock's times (`trusted_time`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,40 +37,67 @@ from cuda_agent.eval.child_state import State, flatten, hijack, make_inputs, see
 from cuda_agent.eval.timing import derive_seed
 
 DIGESTS_PER_OUTPUT = 2  # independent weight rows: a wrong output slips past one with ~10 % chance, past both ~1 %
+MAX_OUTPUTS = 16  # outputs digested per call
+WIDTH = MAX_OUTPUTS * DIGESTS_PER_OUTPUT
 
 
-def _weights(st: State, seed: int, j: int, like: torch.Tensor) -> torch.Tensor:
-    """The secret digest weights of output j for this burst: a (2, numel) standard-normal matrix."""
-    key = (seed, j, like.numel())
-    w = st.weights.get(key)
-    if w is None:
-        if len(st.weights) > 16:
-            st.weights.clear()
-        g = torch.Generator(device=like.device)
-        g.manual_seed(derive_seed(seed, j))
-        w = torch.randn((DIGESTS_PER_OUTPUT, like.numel()), generator=g, device=like.device, dtype=torch.float32)
-        st.weights[key] = w
-    return w
+@dataclass
+class Plan:
+    """One side's prepared burst: its callable, its outputs' sizes, its weight buffers and, on a GPU,
+    its captured graph and the graph's digest buffer."""
+
+    fn: Callable[..., Any]
+    k: int
+    numels: list[int | None]  # per output (up to MAX_OUTPUTS): its element count, None for a non-tensor
+    weights: list[torch.Tensor | None]
+    graph: Any = None
+    digests: torch.Tensor | None = None
 
 
-def _digest_into(st: State, outs: list[Any], seed: int, row: torch.Tensor) -> None:
-    """Per output, DIGESTS_PER_OUTPUT entries of W @ out written into `row` (one GEMV launch each, no
-    host read-back); entries of an output that is not a tensor stay NaN."""
-    for j, t in enumerate(outs[: row.numel() // DIGESTS_PER_OUTPUT]):
-        if not isinstance(t, torch.Tensor):
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    return (torch.view_as_real(t) if t.is_complex() else t).reshape(-1).to(torch.float32)
+
+
+def _numels(outs: list[Any]) -> list[int | None]:
+    return [(_flat(t).numel() if isinstance(t, torch.Tensor) else None) for t in outs[:MAX_OUTPUTS]]
+
+
+def _weight_buffers(numels: list[int | None], device: torch.device) -> list[torch.Tensor | None]:
+    return [None if n is None else torch.empty((DIGESTS_PER_OUTPUT, n), device=device) for n in numels]
+
+
+def _draw_weights(weights: list[torch.Tensor | None]) -> None:
+    """The salt's weights, in output order, from the default generator (seeded just before)."""
+    for w in weights:
+        if w is not None:
+            w.normal_()
+
+
+def _digest_into(outs: list[Any], weights: list[torch.Tensor | None], row: torch.Tensor) -> None:
+    """Per output, DIGESTS_PER_OUTPUT entries of W @ out in `row` (one GEMV each, no read-back); an output
+    that is not a tensor, or whose size differs from the weights', stays NaN (a wrong output)."""
+    for j, t in enumerate(outs[:MAX_OUTPUTS]):
+        w = weights[j] if j < len(weights) else None
+        if not isinstance(t, torch.Tensor) or w is None:
             continue
-        x = (torch.view_as_real(t) if t.is_complex() else t).reshape(-1).to(torch.float32)
-        torch.mv(_weights(st, seed, j, x), x, out=row[DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)])
+        x = _flat(t)
+        if x.numel() != w.shape[1]:
+            continue
+        torch.mv(w, x, out=row[DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)])
 
 
-def _burst_inputs(st: State, salt: int, k: int) -> Any:
-    """The burst's input sets, one at a time: the task's own get_inputs after seeding once with the salt
-    (no per-call seeding, so that drawing overlaps the device work of the calls)."""
-    seed_all(salt)
+def _draws(st: State, k: int) -> Iterator[list[Any]]:
+    """The next k input sets from the task's own get_inputs (no reseeding: the sequence's)."""
     for _ in range(k):
         with st.device:
             inputs = st.task.get_inputs()
         yield [x.to(st.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _body(st: State, plan: Plan, digests: torch.Tensor) -> None:
+    """k calls, each on the next input set, digested into digests[i]: what a graph captures."""
+    for i, x in enumerate(_draws(st, plan.k)):
+        _digest_into(flatten(plan.fn(*x)), plan.weights, digests[i])
 
 
 def _tolerance_scale(t: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
@@ -70,15 +110,16 @@ def _rows(values: torch.Tensor, n_out: int) -> list[list[float | None]]:
     return [[None if math.isnan(v) else v for v in r] for r in rows]
 
 
-MAX_OUTPUTS = 16  # outputs digested per call
-
-
 def compiled_or_model(st: State, mode: str) -> Any:
     if mode == "loop":  # the burst loop with no model in it: draws and digests only
         if st.role != "reference" or st.loop_outs is None:
             raise PermissionError("the loop burst runs in the reference, after its Warm")
         outs = st.loop_outs
         return lambda *_: outs
+    if mode == "draws":  # the inputs themselves: the graph-safety probe of the task's draws
+        if st.role != "reference":
+            raise PermissionError("the draws probe runs in the reference")
+        return lambda *xs: [x for x in xs if isinstance(x, torch.Tensor)]
     if mode == "compiled":
         if st.role != "reference":
             raise PermissionError("only the reference is compiled")
@@ -89,20 +130,16 @@ def compiled_or_model(st: State, mode: str) -> Any:
 
 
 def warm_digest_path(device: torch.device) -> None:
-    """Load the burst's and the digests' kernels (and the GEMV's cuBLAS handle) before any request:
-    at start-up, which a spare child does while its caller is idle. Otherwise the first burst of an
-    evaluation paid for them (H200, 2026-12-04, diag_matmul: the candidate's first burst 0.08-0.13 s,
-    its second 0.015 s; the reference's first digests 0.06 s, its second 0.013 s). Only the parent's
-    clock of the fastest burst counts, so this changes no verdict; it takes the cost off the
-    critical path. Sizes on both sides of cuBLAS's GEMV kernel choices. A throwaway State: its
-    weight cache goes with it."""
-    st = State("reference")
+    """Load the digests' kernels (and the GEMV's cuBLAS handle) before any request: at start-up, which a
+    spare child does while its caller is idle (H200, 2026-12-04: a first burst paid 0.08-0.13 s for
+    them). Sizes on both sides of cuBLAS's GEMV kernel choices. Draws from private generators only."""
     for n in (1 << 12, 1 << 22):
         g = torch.Generator(device=device)
         g.manual_seed(n)
         x = torch.randn(n, generator=g, device=device)  # not the default generator: the task's draws are seeded
+        w = torch.randn((DIGESTS_PER_OUTPUT, n), generator=g, device=device)
         row = torch.full((2 * DIGESTS_PER_OUTPUT,), float("nan"), device=device)
-        _digest_into(st, [x], n, row)
+        _digest_into([x], [w], row)
         _rows(row.unsqueeze(0), 1)
         float(_tolerance_scale(x, 1e-5, 1e-5))
 
@@ -123,42 +160,128 @@ def cmd_warm(st: State, req: P.Warm) -> dict[str, Any]:
     return {}
 
 
-def cmd_burst(st: State, req: P.Burst) -> dict[str, Any]:
-    """k back-to-back calls, each on the next input set drawn after one seeding with the secret salt,
-    each output digested into a device buffer, one sync at the end. The parent's clock around this
-    request is the trusted bound (`trusted_time`)."""
-    if st.role == "candidate" and hijack().get("fake_digest"):  # a rewritten harness skipping the work
-        return {"digests": [[float(i)] for i in range(req.k)]}
+def reset_generators() -> None:
+    """After a failed capture the CUDA generators stay in capture mode (torch skips their epilogue when
+    ending the capture raises), and every later draw fails: give each a fresh state, same seed."""
+    for gen in torch.cuda.default_generators:
+        fresh = torch.Generator(device=gen.device)
+        fresh.manual_seed(gen.initial_seed())
+        gen.graphsafe_set_state(fresh.graphsafe_get_state())
+
+
+def _capture(st: State, plan: Plan) -> str | None:
+    """Capture the plan's k calls as one graph; None, or why it could not be captured."""
+    cur = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(cur)
+    with torch.cuda.stream(side):  # torch's advice: warm up on a side stream before capturing
+        for x in _draws(st, 2):
+            plan.fn(*x)
+    cur.wait_stream(side)
+    sync(st)
+    digests = torch.full((plan.k, WIDTH), float("nan"), device=st.device)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            _body(st, plan, digests)
+    except Exception as e:  # noqa: BLE001 - the candidate's code may not be capturable: then the Python loop
+        reset_generators()
+        sync(st)  # a sticky CUDA error surfaces here and ends the child, as any CUDA error does
+        return f"{type(e).__name__}: {e}"[:300]
+    sync(st)
+    plan.graph, plan.digests = graph, digests
+    return None
+
+
+def _sequence_digests(st: State, fn: Callable[..., Any], salt: int, k: int, replays: int,
+                      numels: list[int | None], only: set[int] | None = None) -> tuple[torch.Tensor, list[list[Any]]]:
+    """The salt's sequence run eagerly: digests of every call (or of `only`), and those calls' outputs."""
+    seed_all(salt)
+    weights = _weight_buffers(numels, st.device)
+    _draw_weights(weights)
+    digests = torch.full((k * replays, WIDTH), float("nan"), device=st.device)
+    kept: list[list[Any]] = []
+    for c, x in enumerate(_draws(st, k * replays)):
+        if only is not None and c not in only:
+            continue  # drawn all the same: the draws must follow the sequence
+        outs = flatten(fn(*x))
+        _digest_into(outs, weights, digests[c])
+        kept.append(outs)
+    return digests, kept
+
+
+def cmd_prepare(st: State, req: P.BurstPrepare) -> dict[str, Any]:
+    """Make mode's burst of k calls ready (untimed): its outputs' sizes and, with req.graph on a GPU,
+    its graph. Reply {"graph": captured?, "why": why not}. With req.verify (reference), one replay
+    is compared with the eager sequence of the same salt, exactly (the draws are the same tensors)."""
+    st.bursts.clear()  # one side at a time: each side's bursts follow its prepare (graphs hold memory)
     fn = compiled_or_model(st, req.mode)
-    digests = torch.full((req.k, MAX_OUTPUTS * DIGESTS_PER_OUTPUT), float("nan"), device=st.device)
-    n_out = 0
     with torch.no_grad():
-        for i, x in enumerate(_burst_inputs(st, req.salt, req.k)):
-            outs = flatten(fn(*x))
-            n_out = max(n_out, min(len(outs), MAX_OUTPUTS))
-            _digest_into(st, outs, req.weight_seed, digests[i])
+        numels = _numels(flatten(fn(*make_inputs(st, derive_seed(req.k, -7)))))
+        plan = Plan(fn, req.k, numels, _weight_buffers(numels, st.device))
+        st.bursts[(req.mode, req.k)] = plan
+        if not req.graph or st.device.type != "cuda":
+            return {"graph": False, "why": "not asked" if not req.graph else "no GPU"}
+        why = _capture(st, plan)
+        if why is None and req.verify:
+            salt = derive_seed(req.k, -11)
+            got = _run(st, plan, salt, 1)
+            want, _ = _sequence_digests(st, fn, salt, req.k, 1, numels)
+            # mismatched draws are unrelated numbers (digests of order sqrt(numel)); GEMV rounding is not
+            scale = float(torch.nan_to_num(want, nan=0.0).abs().max()) * 1e-4 + 1e-6
+            if not torch.allclose(got, want, rtol=1e-4, atol=scale, equal_nan=True):
+                plan.graph = None
+                why = "the graph's draws differ from the eager sequence's (the task draws outside the CUDA generator?)"
+    return {"graph": why is None, "why": why}
+
+
+def _run(st: State, plan: Plan, salt: int, replays: int) -> torch.Tensor:
+    """One burst of a prepared plan: the salt's weights, then the graph's replays (or the Python loop)."""
+    seed_all(salt)  # the CUDA generators' seed and offset: graph replay reads them on the device
+    _draw_weights(plan.weights)
+    if plan.graph is not None and plan.digests is not None:
+        out = torch.empty((replays * plan.k, WIDTH), device=st.device)
+        for r in range(replays):
+            plan.graph.replay()
+            out[r * plan.k:(r + 1) * plan.k].copy_(plan.digests)
+        return out
+    out = torch.full((replays * plan.k, WIDTH), float("nan"), device=st.device)
+    loop = Plan(plan.fn, replays * plan.k, plan.numels, plan.weights)
+    _body(st, loop, out)
+    return out
+
+
+def cmd_burst(st: State, req: P.Burst) -> dict[str, Any]:
+    """k x replays back-to-back calls of a prepared side on the salt's sequence, digested on the device,
+    one read-back at the end. The parent's clock around this request is the evaluator's clock."""
+    if st.role == "candidate" and hijack().get("fake_digest"):  # a rewritten harness skipping the work
+        return {"digests": [[float(i)] for i in range(req.k * req.replays)]}
+    plan = st.bursts.get((req.mode, req.k))
+    if plan is None:
+        raise RuntimeError(f"no prepared burst of {req.k} calls for mode {req.mode!r}")
+    with torch.no_grad():
+        digests = _run(st, plan, req.salt, req.replays)
+        n_out = len(plan.numels)
         return {"digests": _rows(digests, n_out)}
 
 
 def cmd_digests(st: State, req: P.Digests) -> dict[str, Any]:
-    """Reference role only: the digests of its own outputs for the sampled calls of a burst, and each
-    one's tolerance scale sqrt(sum((atol + rtol |ref|)^2)): an output within atol/rtol everywhere has a
-    digest within a few scales of the reference's, whatever the secret weights."""
+    """Reference role only: the digests of its own outputs for the sampled calls (indices into the
+    burst's k x replays calls) and each one's tolerance scale sqrt(sum((atol + rtol |ref|)^2)): an
+    output within atol/rtol everywhere has a digest within a few scales of the reference's."""
     if st.role != "reference":
         raise PermissionError("digests run in the reference process only")
-    order = {c: i for i, c in enumerate(req.calls)}
-    digests = torch.full((len(req.calls), MAX_OUTPUTS * DIGESTS_PER_OUTPUT), float("nan"), device=st.device)
-    scales = torch.full_like(digests, float("nan"), dtype=torch.float64)
-    n_out = 0
     with torch.no_grad():
-        for i, x in enumerate(_burst_inputs(st, req.salt, max(order) + 1 if order else 0)):
-            if i not in order:
-                continue  # drawn all the same: the draws must follow the candidate's sequence
-            outs = flatten(st.model(*x))
-            row = order[i]
-            n_out = max(n_out, min(len(outs), MAX_OUTPUTS))
-            _digest_into(st, outs, req.weight_seed, digests[row])
+        numels = _numels(flatten(st.model(*make_inputs(st, derive_seed(req.salt, -3)))))
+        only = set(req.calls)
+        total = max(only) + 1 if only else 0
+        digests, kept = _sequence_digests(st, st.model, req.salt, total, 1, numels, only)
+        order = sorted(only)
+        rows = digests[order] if order else digests[:0]
+        scales = torch.full_like(rows, float("nan"), dtype=torch.float64)
+        for r, outs in enumerate(kept):
             for j, t in enumerate(outs[:MAX_OUTPUTS]):
                 if isinstance(t, torch.Tensor):
-                    scales[row, DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)] = _tolerance_scale(t, req.atol, req.rtol)
-    return {"digests": _rows(digests, n_out), "scales": _rows(scales, n_out)}
+                    scales[r, DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)] = _tolerance_scale(t, req.atol, req.rtol)
+        n_out = len(numels)
+        return {"digests": _rows(rows, n_out), "scales": _rows(scales, n_out)}

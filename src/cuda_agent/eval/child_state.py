@@ -36,7 +36,7 @@ class State:
         self.peer_io: str | None = None  # reference role: the candidate's io dir (setup)
         self.compiled: Any = None  # reference role: torch.compile of the model, made once (baselines, bursts)
         self.loop_outs: list[Any] | None = None  # reference role: the outputs a "loop" burst returns (Warm)
-        self.weights: dict[tuple[int, int, int], Any] = {}  # burst digest weights by (seed, output index, numel)
+        self.bursts: dict[tuple[str, int], Any] = {}  # prepared bursts by (mode, k): child_burst.Plan
         self.ops: dict[str, int] = {}
         self.threads: list[str] = []
         self._staging: Staging | None = None

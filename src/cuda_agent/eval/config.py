@@ -56,13 +56,15 @@ class EvalConfig:
     sandbox: str = "auto"  # "auto": user+net+pid namespaces and rlimits when the probe works; "off"
     sandbox_max_file_bytes: int = 8 << 30  # RLIMIT_FSIZE of the candidate child
     sandbox_max_procs: int = 4096  # RLIMIT_NPROC of the candidate child (not enforced for uid 0)
-    # the trusted bound (trusted_time): the reported time may sit at most trusted_tol (relative) plus
-    # trusted_slack_ms (absolute) under the per-call time of back-to-back calls on the parent's clock
-    trusted_clock: bool = True  # off only to measure what it costs (scripts/gpu_check.py --overhead)
-    trusted_tol: float = 0.10
-    # host time per call left uncounted; None: 0.03 ms on a GPU, 5 ms on the CPU lane (whose "device" time is
-    # host time, as noisy as the machine's load)
-    trusted_slack_ms: float | None = None
+    # the evaluator's clock (trusted_time): the time that counts is the one the parent's clock confirms;
+    # its tolerances come from the bursts' own spread (trusted_time.TOL_FLOOR..TOL_CAP), not from here
+    trusted_clock: bool = True  # off only to measure what it costs (benchmarks: the defences' cost)
+    # bursts as CUDA graphs where the task allows (trusted_time); False: the Python loop everywhere (coarser
+    # for short kernels, never less safe). A switch for a GPU or driver where graph capture misbehaves.
+    clock_graphs: bool = True
+    # False only for the red team's runtime lane: static REJECT findings and the post-build symbol check are
+    # recorded, not applied, so that the run-time defences (above all the evaluator's clock) are seen alone
+    static_gate: bool = True
     shape_probe: bool = True  # one more call with the batch-like dim doubled (catches hardcoded shapes)
     sanitize: bool = False  # compute-sanitizer memcheck + racecheck over one call (slow; `eval --sanitize`)
     sanitize_timeout: float = 900.0  # per check: load + one call under the sanitizer

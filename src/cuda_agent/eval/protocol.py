@@ -1,7 +1,7 @@
 """The messages between the trusted parent and its evaluation children, typed and validated.
 
 Contract:
-- One frozen dataclass per request (`Setup`, `Run`, `Time`, `Burst`, `Warm`, `Digests`,
+- One frozen dataclass per request (`Setup`, `Run`, `Time`, `BurstPrepare`, `Burst`, `Warm`, `Digests`,
   `Compare`, `Controls`, `Bandwidth`); `to_wire(req)` makes the JSON object the parent sends and
   `request_from_wire(obj)` rebuilds it in the child (the child trusts its parent).
 - One dataclass per reply; `parse_reply(cmd, obj)` is how the parent reads every reply. It
@@ -99,17 +99,30 @@ class Time:
 
 
 @dataclass(frozen=True)
+class BurstPrepare:
+    """Make a side's burst of k calls ready before any clocked request (`child_burst.cmd_prepare`): its
+    outputs' sizes and, with `graph` on a GPU, a CUDA graph of the k calls. mode "model": the model as
+    loaded; "compiled" (reference): torch.compile of it, warmed up by `Warm`; "loop" (reference): no
+    model, the outputs `Warm` kept (the draws and digests alone); "draws" (reference): the inputs
+    themselves, with `verify` (one replay against the eager sequence: are the task's draws graph-safe?)."""
+
+    k: int
+    mode: str = "model"
+    graph: bool = True
+    verify: bool = False
+    cmd: str = "prepare"
+
+
+@dataclass(frozen=True)
 class Burst:
-    """k back-to-back calls, each on the next input set the task draws after seeding once with the
-    secret `salt`, each output reduced to digests under secret weights (`trusted_time`). mode
-    "model": the model as loaded; "compiled" (reference): torch.compile of it, warmed up by `Warm`;
-    "loop" (reference): no model at all, the outputs `Warm` kept returned as they are, so the burst
-    times the loop's own draws and digests (the calibration of `trusted_time.judge`)."""
+    """k x replays back-to-back calls of a prepared side on the sequence of the secret `salt` (the
+    digest weights, then the task's input sets), each output reduced to digests on the device
+    (`trusted_time`). The parent clocks the request."""
 
     salt: int
     k: int
-    weight_seed: int
     mode: str = "model"
+    replays: int = 1
     cmd: str = "burst"
 
 
@@ -124,12 +137,11 @@ class Warm:
 
 @dataclass(frozen=True)
 class Digests:
-    """Reference: digests of its own outputs for calls `calls` of the burst (salt, weights), and the
-    tolerance scale of each."""
+    """Reference: digests of its own outputs for calls `calls` (indices into a burst's k x replays
+    calls) of the salt's sequence, and the tolerance scale of each."""
 
     salt: int
     calls: list[int]
-    weight_seed: int
     atol: float
     rtol: float
     cmd: str = "digests"
@@ -163,8 +175,8 @@ class Bandwidth:
     cmd: str = "bandwidth"
 
 
-Request = Setup | Run | Time | Burst | Warm | Digests | Compare | Controls | Bandwidth
-_REQUESTS: dict[str, type] = {c.cmd: c for c in (Setup, Run, Time, Burst, Warm, Digests, Compare, Controls, Bandwidth)}  # type: ignore[attr-defined]
+Request = Setup | Run | Time | BurstPrepare | Burst | Warm | Digests | Compare | Controls | Bandwidth
+_REQUESTS: dict[str, type] = {c.cmd: c for c in (Setup, Run, Time, BurstPrepare, Burst, Warm, Digests, Compare, Controls, Bandwidth)}  # type: ignore[attr-defined]
 
 
 def to_wire(req: Request) -> dict[str, Any]:
@@ -346,6 +358,12 @@ class BurstReply:
 
 
 @dataclass(frozen=True)
+class PrepareReply:
+    graph: bool  # the side's burst is a captured CUDA graph (else the Python loop)
+    why: str | None  # why not
+
+
+@dataclass(frozen=True)
 class WarmReply:
     pass
 
@@ -379,7 +397,7 @@ class ErrorReply:
     cuda_error: bool = False
 
 
-Reply = SetupReply | RunReply | TimeReply | BurstReply | WarmReply | DigestsReply | CompareReply | ControlsReply | BandwidthReply | ErrorReply
+Reply = SetupReply | RunReply | TimeReply | PrepareReply | BurstReply | WarmReply | DigestsReply | CompareReply | ControlsReply | BandwidthReply | ErrorReply
 
 
 def _digest_rows(v: Any, where: str) -> list[list[float | None]]:
@@ -421,6 +439,10 @@ def parse_reply(cmd: str, obj: Any) -> Reply:
     if cmd == "burst":
         o = _keys(body, where, {"digests"})
         return BurstReply(_digest_rows(o["digests"], where + ".digests"))
+    if cmd == "prepare":
+        o = _keys(body, where, {"graph", "why"})
+        return PrepareReply(_bool(o["graph"], where + ".graph"),
+                            None if o["why"] is None else _str(o["why"], where + ".why", 400))
     if cmd == "warm":
         _keys(body, where, set())
         return WarmReply()

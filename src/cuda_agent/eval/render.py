@@ -37,10 +37,14 @@ def result_text(r: EvalResult, log_chars: int = 3000) -> str:
         lines.append(f"candidate:     {_ms(r.time_ms)}{cv}")
         lines.append(f"eager:         {_ms(r.eager_ms)}    speedup {_x(r.speedup_vs_eager)}")
         lines.append(f"torch.compile: {_ms(r.compile_ms)}    speedup {_x(r.speedup_vs_compile)}")
-        if r.trusted_ms is not None:  # the evaluator's own clock, back to back (trusted_time)
-            lines.append(f"evaluator's clock, back to back: {_ms(r.trusted_ms)} per call vs eager {_ms(r.trusted_eager_ms)}, "
-                         f"torch.compile {_ms(r.trusted_compile_ms)}"
-                         + (f", the loop alone {_ms(r.trusted_loop_ms)}" if r.trusted_loop_ms is not None else ""))
+        if r.trusted_ms is not None:  # the evaluator's own clock (trusted_time): it decides
+            tol = f", tolerance {r.trusted_tol:.1%}" if r.trusted_tol is not None else ""
+            lines.append(f"evaluator's clock ({r.trusted_mode or '?'}): {_ms(r.trusted_ms)} per call vs eager "
+                         f"{_ms(r.trusted_eager_ms)}, torch.compile {_ms(r.trusted_compile_ms)} (calls alone, the loop's "
+                         f"{_ms(r.trusted_loop_ms)} taken out{tol})")
+        if r.reported_ms is not None and r.time_ms is not None and abs(r.reported_ms - r.time_ms) > 1e-6 * r.time_ms:
+            lines.append(f"reported by the candidate's own process: {_ms(r.reported_ms)} (not confirmed by the "
+                         "evaluator's clock; the times above are the clock's)")
         if r.unstable:
             lines.append("UNSTABLE: the timing spread stayed high; these figures and the reward may be off")
         if r.gpu_wait_s >= 1:

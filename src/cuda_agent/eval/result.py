@@ -136,12 +136,17 @@ class EvalResult:
     phases_s: dict[str, float] = field(default_factory=dict)
     cache: dict[str, bool] = field(default_factory=dict)  # what came from a cache
     defences: dict[str, str] = field(default_factory=dict)  # runtime defences in force, e.g. {"sandbox": "on"}
-    # per-call times of back-to-back calls on the evaluator's own clock (trusted_time): the candidate's
-    # and the baselines', by the same loop; a reward milestone stands only where these confirm it
+    # The evaluator's own clock (trusted_time): per-call times of the calls alone (bursts less the loop's
+    # cost) of the candidate and the baselines, by the same method. time_ms and the speedups are the
+    # candidate's event times only where these agree with them within `trusted_tol`; otherwise time_ms
+    # is this clock's, on the events' scale, and `reported_ms` keeps the candidate's own figure.
+    reported_ms: float | None = None  # the candidate's process's own event time (a diagnostic, never believed)
     trusted_ms: float | None = None
     trusted_eager_ms: float | None = None
     trusted_compile_ms: float | None = None
-    trusted_loop_ms: float | None = None  # the same loop with no model in it (its draws and digests)
+    trusted_loop_ms: float | None = None  # the loop with no model in it (draws and digests), per call
+    trusted_tol: float | None = None  # the most a claim may be better than this clock and stand (relative)
+    trusted_mode: str | None = None  # "graph" (CUDA-graph bursts) or "host" (a Python loop: coarser)
     # a timing whose spread stayed above EvalConfig.max_cv after all its rounds (candidate or a
     # baseline): its figures, and so the reward, may be off; bench and the agent's tools retry once
     unstable: bool = False

@@ -5,14 +5,17 @@ Contract (called by `pipeline` in this order, with the candidate already correct
 1. `time_candidate`: per-call device timing in the candidate child (`timing.time_calls`), the
    parent picking which fresh-input calls keep their outputs; the side-stream re-timing.
 2. `burst_candidate`: the candidate's back-to-back bursts on the parent's clock (`trusted_time`),
-   while nothing else runs on the GPU; `check_burst_outputs`: sampled digests vs the reference.
+   prepared (a CUDA graph on a GPU) then clocked, while nothing else runs on the GPU;
+   `check_burst_outputs`: sampled digests vs the reference.
 3. `timed_references` + `check_timed_outputs`: the reference's outputs for the checked timed
    calls, and the comparisons, at paths the parent computed.
+0. `clock_kind`: before the timed section, whether the evaluator's clock can run as CUDA graphs
+   for this task (the reference's draws and baselines capture), cached per task.
 4. `baselines`: eager and torch.compile of the reference (cached per task, GPU, torch,
-   precision and timing settings); `burst_baselines`: their bursts (cached beside them).
-5. `trusted_milestones`: the reward's milestones that the bursts confirm; a forged time is
-   rejected (`trusted_time.judge`).
-6. `speed_of_light`: the bytes floor.
+   precision and timing settings), after the candidate's process is gone; `burst_baselines`:
+   theirs and the loop's bursts (cached beside them).
+5. `trusted_verdict`: the time that counts (`trusted_time.judge`); a forged time is rejected.
+6. `speed_of_light`: the bytes floor (`bandwidth` also feeds the verdict's floor).
 Every candidate failure ends the evaluation through `exchange.finish`.
 
 Not guaranteed: stable GPU clocks, or that another process leaves the GPU alone (see
@@ -117,115 +120,223 @@ def _retime_synced(cnd: Child, res: EvalResult, cfg: EvalConfig, req: P.Time) ->
 
 @dataclass
 class BurstRecord:
-    """Bursts of one callable: k calls each, their secret salts and weight seed, the parent's seconds,
-    the digests."""
+    """One side's bursts: the mode they ran in ("graph" or "host"), k calls replayed `replays` times
+    per burst, each look's secret salt, the parent's seconds and the digests."""
 
+    kind: str
     k: int
+    replays: int
     salts: list[int]
-    weight_seed: int
     seconds: list[float]
     digests: list[list[list[float | None]]]
 
     @property
-    def per_call_ms(self) -> float:
-        return min(self.seconds) * 1e3 / self.k
+    def looks(self) -> tt.Looks:
+        return tt.Looks(self.k * self.replays, tuple(self.seconds))
 
 
-def _bursts(child: Child, res: EvalResult, cfg: EvalConfig, k: int, mode: str) -> BurstRecord:
-    """BURSTS bursts of k calls on fresh seeds, each clocked by the parent from send to reply."""
-    rec = BurstRecord(k, [], secrets.randbits(62), [], [])
-    for _ in range(tt.BURSTS):
+def _prepare(child: Child, res: EvalResult, cfg: EvalConfig, k: int, mode: str, graph: bool,
+             verify: bool = False) -> P.PrepareReply:
+    return ask(child, res, P.BurstPrepare(k, mode, graph, verify), cfg.timing_timeout, "trusted_clock", P.PrepareReply)
+
+
+def _looks(child: Child, res: EvalResult, cfg: EvalConfig, kind: str, k: int, replays: int, mode: str) -> BurstRecord:
+    """LOOKS bursts of a prepared side on fresh salts, each clocked by the parent from send to reply; up
+    to MORE_LOOKS more while the two fastest disagree by more than half the tolerance's cap."""
+    rec = BurstRecord(kind, k, replays, [], [], [])
+    for i in range(tt.LOOKS + tt.MORE_LOOKS):
+        if i >= tt.LOOKS and rec.looks.spread() <= tt.TOL_CAP / 2:
+            break
         salt = secrets.randbits(62)
-        send(child, res, P.Burst(salt, k, rec.weight_seed, mode), "trusted_clock")
+        send(child, res, P.Burst(salt, k, mode, replays), "trusted_clock")
         t0 = time.perf_counter()
         reply = recv(child, res, cfg.timing_timeout, "trusted_clock", "burst", P.BurstReply)
         rec.seconds.append(time.perf_counter() - t0)
-        if len(reply.digests) != k:
-            raise finish(res, Status.RUNTIME_ERROR, f"trusted clock: {who(child)} digested {len(reply.digests)} of {k} calls")
+        if len(reply.digests) != k * replays:
+            raise finish(res, Status.RUNTIME_ERROR, f"evaluator's clock: {who(child)} digested {len(reply.digests)} "
+                         f"of {k * replays} calls")
         rec.salts.append(salt)
         rec.digests.append(reply.digests)
     return rec
 
 
-def burst_candidate(cnd: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int) -> BurstRecord:
-    """The candidate's bursts, right after its timing: the GPU is still its alone."""
+def clock_kind(ref: Child, res: EvalResult, cfg: EvalConfig, cache: KVCache | None) -> str:
+    """"graph" when the task's draws are graph-safe and its eager (and compiled) reference can be
+    captured, else "host" (the CPU lane always). Decided in the reference before any candidate
+    burst, cached per task, GPU, torch and precision; the reason lands in res.defences."""
+    if cfg.device != "cuda":
+        return "host"
+    if not cfg.clock_graphs:
+        res.defences["clock_kind"] = "host: EvalConfig.clock_graphs is off"
+        return "host"
+    key = f"clockkind/{tt.PROTOCOL}/{res.task_hash}/{res.gpu}/{res.torch}/{res.precision}/{cfg.compile_baseline}"
+    if cache is not None and (hit := cache.get(key)) is not None:
+        res.defences["clock_kind"] = hit["why"]
+        return str(hit["kind"])
+    t0 = time.monotonic()
+    why = "graph: the task's draws and its reference capture as CUDA graphs"
+    kind = "graph"
+    for mode, k, verify in (("draws", 3, True), ("model", 2, False), ("compiled", 2, False)):
+        if mode == "compiled":
+            if not cfg.compile_baseline:
+                continue
+            warm = ref.request(P.Warm("compiled", secrets.randbits(62)), cfg.baseline_timeout)
+            if not isinstance(warm, P.WarmReply):
+                continue  # torch.compile unusable: eager stands in for it (baselines), nothing to capture
+        rep = _prepare(ref, res, cfg, k, mode, True, verify)
+        if not rep.graph:
+            kind, why = "host", f"host: the reference's {mode} would not capture as a CUDA graph ({rep.why})"
+            break
+    res.phases_s["clock_kind"] = round(time.monotonic() - t0, 3)
+    res.defences["clock_kind"] = why
+    if cache is not None:
+        cache.put(key, {"kind": kind, "why": why})
+    return kind
+
+
+def burst_candidate(cnd: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, kind: str) -> BurstRecord:
+    """The candidate's bursts, right after its timing (the GPU is still its alone). A candidate whose
+    calls do not capture as a graph is clocked by the Python loop (and so are its baselines)."""
     assert res.timing is not None
-    return _bursts(cnd, res, cfg, tt.burst_size(res.timing.median_ms, in_bytes), "model")
+    claim = res.timing.median_ms
+    k, replays = tt.burst_shape(claim, in_bytes, kind == "graph")
+    rep = _prepare(cnd, res, cfg, k, "model", kind == "graph")
+    if kind == "graph" and not rep.graph:
+        res.findings.append(Finding("clock-host-loop", f"the candidate's calls would not capture as a CUDA graph ({rep.why}); "
+                                    "the evaluator's clock timed them from a Python loop, which resolves short kernels "
+                                    "less well (launch on the current stream and keep forward free of synchronization)",
+                                    Severity.WARN))
+        kind = "host"
+        k, replays = tt.burst_shape(claim, in_bytes, False)
+        _prepare(cnd, res, cfg, k, "model", False)
+    return _looks(cnd, res, cfg, kind, k, replays, "model")
 
 
 def check_burst_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, rec: BurstRecord) -> None:
     """SAMPLE of the candidate's burst calls, picked now that it has committed to its digests, against
-    the reference's digests of the same inputs under the same weights."""
+    the reference's digests of the same sequence."""
     rng = secrets.SystemRandom()
-    per_burst = max(1, tt.SAMPLE // len(rec.salts))
+    per_burst = max(1, -(-tt.SAMPLE // len(rec.salts)))
+    n = rec.k * rec.replays
     for b, salt in enumerate(rec.salts):
-        calls = sorted(rng.sample(range(rec.k), min(per_burst, rec.k)))
-        want = P.Digests(salt, calls, rec.weight_seed, task.atol, task.rtol)
+        calls = sorted(rng.sample(range(n), min(per_burst, n)))
+        want = P.Digests(salt, calls, task.atol, task.rtol)
         # its own phase: outside the timed section, unlike the bursts ("trusted_clock")
         ref_d = ask(ref, res, want, cfg.correctness_timeout, "burst_check", P.DigestsReply)
+        if len(ref_d.digests) != len(calls):
+            raise RuntimeError(f"the reference digested {len(ref_d.digests)} of {len(calls)} calls")
         for i, r, s in zip(calls, ref_d.digests, ref_d.scales, strict=True):
             if (why := tt.digest_mismatch(rec.digests[b][i], r, s)) is not None:
-                raise finish(res, Status.INCORRECT, f"wrong output in the back-to-back calls of the trusted clock "
+                raise finish(res, Status.INCORRECT, f"wrong output in the back-to-back calls of the evaluator's clock "
                              f"(burst {b}, call {i}): {why}")
 
 
+@dataclass
+class BaselineLooks:
+    """The reference's sides on the evaluator's clock: eager, torch.compile (None: eager stands in)
+    and the loop with no model at two sizes."""
+
+    eager: tt.Looks
+    compiled: tt.Looks | None
+    loop_small: tt.Looks
+    loop_large: tt.Looks
+
+    def to_dict(self) -> dict[str, object]:
+        def one(x: tt.Looks | None) -> object:
+            return None if x is None else {"calls": x.calls, "seconds": list(x.seconds)}
+        return {"eager": one(self.eager), "compiled": one(self.compiled), "loop_small": one(self.loop_small),
+                "loop_large": one(self.loop_large)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BaselineLooks:
+        def one(x: dict | None) -> tt.Looks | None:
+            return None if x is None else tt.Looks(int(x["calls"]), tuple(float(s) for s in x["seconds"]))
+        eager, small, large = one(d["eager"]), one(d["loop_small"]), one(d["loop_large"])
+        assert eager is not None and small is not None and large is not None
+        return cls(eager, one(d["compiled"]), small, large)
+
+
 def burst_baselines(ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, cache: KVCache | None,
-                    base_key: str) -> tuple[float, float, float]:
-    """Per-call burst times of eager, torch.compile (eager stands in when compile is unusable) and
-    the loop with no model in it, in the reference child, cached beside the baselines."""
+                    base_key: str, kind: str) -> BaselineLooks | None:
+    """Eager's, torch.compile's and the loop's bursts in the reference child, in the candidate's mode,
+    cached beside the baselines. None when a side would not capture now (the comparison would not be
+    like with like: no milestone can be confirmed)."""
     assert res.eager_timing is not None
-    key = f"burst/{tt.PROTOCOL}/{base_key}"
+    key = f"burst/{tt.PROTOCOL}/{kind}/{base_key}"
     if cache is not None and (hit := cache.get(key)) is not None:
-        return hit["eager"], hit["compile"], hit["loop"]
-    out: list[float] = []
-    for mode, stats in (("model", res.eager_timing), ("compiled", res.compile_timing), ("loop", res.eager_timing)):
+        return BaselineLooks.from_dict(hit)
+    graph = kind == "graph"
+    sides: dict[str, tt.Looks | None] = {}
+    eager_shape = (0, 0)
+    for mode, stats in (("model", res.eager_timing), ("compiled", res.compile_timing)):
         if stats is None:
-            out.append(out[0])
+            sides[mode] = None
             continue
         ask(ref, res, P.Warm(mode, secrets.randbits(62)), cfg.baseline_timeout, "trusted_clock", P.WarmReply)
-        k = tt.burst_size(stats.median_ms if mode != "loop" else 0.0, in_bytes)
-        out.append(_bursts(ref, res, cfg, k, mode).per_call_ms)
+        k, replays = tt.burst_shape(stats.median_ms, in_bytes, graph)
+        if mode == "model":
+            eager_shape = (k, replays)
+        if _prepare(ref, res, cfg, k, mode, graph).graph != graph:
+            res.defences["trusted_clock_baselines"] = f"the reference's {mode} would not capture as a graph now"
+            return None
+        sides[mode] = _looks(ref, res, cfg, kind, k, replays, mode).looks
+    ask(ref, res, P.Warm("loop", secrets.randbits(62)), cfg.baseline_timeout, "trusted_clock", P.WarmReply)
+    k, replays = eager_shape
+    if graph:  # one graph, two lengths: its fixed cost and per-call cost from 1 and R replays
+        _prepare(ref, res, cfg, k, "loop", True)
+        small = _looks(ref, res, cfg, kind, k, 1, "loop").looks
+        large = _looks(ref, res, cfg, kind, k, max(2, replays), "loop").looks
+    else:
+        k_small = max(2, k // 4)
+        _prepare(ref, res, cfg, k_small, "loop", False)
+        small = _looks(ref, res, cfg, kind, k_small, 1, "loop").looks
+        k_large = max(k, k_small + 2)
+        _prepare(ref, res, cfg, k_large, "loop", False)
+        large = _looks(ref, res, cfg, kind, k_large, 1, "loop").looks
+    eager = sides["model"]
+    assert eager is not None
+    out = BaselineLooks(eager, sides["compiled"], small, large)
     if cache is not None:
-        cache.put(key, {"eager": out[0], "compile": out[1], "loop": out[2]})
-    return out[0], out[1], out[2]
+        cache.put(key, out.to_dict())
+    return out
 
 
-def slack_ms(cfg: EvalConfig) -> float:
-    """Host time per call the self-consistency check leaves uncounted (EvalConfig.trusted_slack_ms)."""
-    if cfg.trusted_slack_ms is not None:
-        return cfg.trusted_slack_ms
-    return 0.03 if cfg.device == "cuda" else 5.0
-
-
-def _judge(res: EvalResult, cfg: EvalConfig, cand_ms: float, eager_ms: float, compile_ms: float,
-           loop_ms: float) -> tt.Verdict:
-    assert res.timing is not None and res.eager_ms is not None
-    tc = res.compile_ms if res.compile_ms is not None else res.eager_ms
-    return tt.judge(res.timing.median_ms, res.eager_ms, tc, cand_ms, eager_ms, compile_ms, cfg.trusted_tol,
-                    loop_ms, slack_ms(cfg), res.timing.enqueue_ms)
-
-
-def would_withdraw(res: EvalResult, cfg: EvalConfig, cand_ms: float, eager_ms: float, compile_ms: float,
-                   loop_ms: float) -> bool:
-    """Whether these bursts would withdraw a milestone or call the time forged (no side effects)."""
-    return _judge(res, cfg, cand_ms, eager_ms, compile_ms, loop_ms).kind != "ok"
-
-
-def trusted_milestones(res: EvalResult, cfg: EvalConfig, cand_ms: float, eager_ms: float, compile_ms: float,
-                       loop_ms: float) -> tuple[bool, bool]:
-    """Judge the device times against the bursts; record it; a forged time ends the evaluation.
-    Returns the milestones that stand (faster than eager, faster than torch.compile)."""
-    v = _judge(res, cfg, cand_ms, eager_ms, compile_ms, loop_ms)
-    res.trusted_ms, res.trusted_eager_ms, res.trusted_compile_ms = round(cand_ms, 6), round(eager_ms, 6), round(compile_ms, 6)
-    res.trusted_loop_ms = round(loop_ms, 6)
-    res.defences["trusted_clock"] = (f"{v.kind}: {cand_ms:.4g} ms/call vs eager {eager_ms:.4g}, compile {compile_ms:.4g}, "
-                                     f"loop alone {loop_ms:.4g}")
+def trusted_verdict(res: EvalResult, cfg: EvalConfig, rec: BurstRecord, base: BaselineLooks | None,
+                    floor: float) -> tt.Verdict:
+    """The time that counts (`trusted_time.judge`), recorded in the result; a forged time ends the
+    evaluation (rejected). Without like-for-like baselines no milestone is confirmed."""
+    assert res.timing is not None and res.eager_timing is not None
+    claim = res.timing.median_ms
+    res.reported_ms = round(claim, 6)
+    res.trusted_mode = rec.kind
+    if base is None:
+        v = tt.Verdict("unconfirmed", claim, claim, {}, False, False,
+                       "the evaluator's clock could not time the baselines like the candidate: no milestone is confirmed",
+                       grants=False)
+        res.findings.append(Finding("timing-unconfirmed", v.message, Severity.WARN))
+        return v
+    fit = tt.fit_loop(base.loop_small, base.loop_large)
+    cand_net = tt.net_ms(rec.looks, fit)
+    sides = [tt.Side("eager", res.eager_timing.median_ms, tt.net_ms(base.eager, fit), tt.noise_ms(base.eager))]
+    if base.compiled is not None and res.compile_timing is not None:
+        sides.append(tt.Side("torch.compile", res.compile_timing.median_ms, tt.net_ms(base.compiled, fit),
+                             tt.noise_ms(base.compiled)))
+    v = tt.judge(claim, cand_net, tt.noise_ms(rec.looks), sides, rec.kind, 0.5 * floor, res.timing.enqueue_ms,
+                 tt.TOL_CAP if cfg.device == "cuda" else tt.HOST_LANE_CAP,
+                 tt.FORGED if cfg.device == "cuda" else tt.HOST_LANE_FORGED)
+    res.trusted_ms = round(cand_net, 6)
+    res.trusted_eager_ms = round(sides[0].net_ms, 6)
+    res.trusted_compile_ms = round(sides[1].net_ms, 6) if len(sides) > 1 else None
+    res.trusted_loop_ms = round(fit.per_call_ms, 6)
+    res.trusted_tol = round(max(v.tol.values()), 4) if v.tol else None
+    res.defences["trusted_clock"] = f"{v.kind}: {v.message}"[:600]
     if v.kind == "forged":
         res.findings.append(Finding("timing-forged", v.message, Severity.REJECT))
         raise finish(res, Status.REJECTED, f"rejected by rule timing-forged: {v.message}"[:600])
     if v.kind == "unconfirmed":
-        res.findings.append(Finding("timing-unconfirmed", v.message, Severity.WARN))
-    return v.faster_eager, v.faster_compile
+        rule = "timing-forged" if v.flagged else "timing-unconfirmed"
+        res.findings.append(Finding(rule, v.message, Severity.WARN))
+    return v
 
 
 def timed_references(ref: Child, res: EvalResult, cfg: EvalConfig, req: P.Time, outputs: list[P.OutputRecord]) -> None:
@@ -324,7 +435,9 @@ def flag_unstable(res: EvalResult, cfg: EvalConfig) -> None:
                                     "reward may be off (is something else using the GPU?)", Severity.WARN))
 
 
-def speed_of_light(ref: Child, res: EvalResult, cfg: EvalConfig, moved: int, cache: KVCache | None) -> None:
+def bandwidth(ref: Child, res: EvalResult, cfg: EvalConfig, cache: KVCache | None) -> float | None:
+    """Bytes per second of this GPU: the config's, a known figure, a cached measurement, or a device
+    copy measured now in the reference."""
     bw = cfg.bandwidth or sol.bandwidth_for(res.gpu)
     key = f"bandwidth/{res.gpu}/{cfg.device}"
     if bw is None and cache is not None and (hit := cache.get(key)) is not None:
@@ -334,6 +447,10 @@ def speed_of_light(ref: Child, res: EvalResult, cfg: EvalConfig, moved: int, cac
         bw = reply.bytes_per_s if isinstance(reply, P.BandwidthReply) else None
         if bw and cache is not None:
             cache.put(key, {"bytes_per_s": bw})
+    return bw
+
+
+def speed_of_light(res: EvalResult, moved: int, bw: float | None) -> None:
     if not bw or not moved or res.time_ms is None:
         res.defences["speed_of_light"] = "unknown"
         return
@@ -343,5 +460,6 @@ def speed_of_light(ref: Child, res: EvalResult, cfg: EvalConfig, moved: int, cac
         res.findings.append(f)
 
 
-__all__ = ["BurstRecord", "section", "baseline_key", "flag_unstable", "would_withdraw", "baselines", "burst_baselines", "burst_candidate", "check_burst_outputs",
-           "check_timed_outputs", "speed_of_light", "time_candidate", "time_request", "timed_references", "trusted_milestones"]
+__all__ = ["BaselineLooks", "BurstRecord", "bandwidth", "baseline_key", "baselines", "burst_baselines", "burst_candidate",
+           "check_burst_outputs", "check_timed_outputs", "clock_kind", "flag_unstable", "section", "speed_of_light",
+           "time_candidate", "time_request", "timed_references", "trusted_verdict"]

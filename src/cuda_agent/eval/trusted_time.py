@@ -1,68 +1,70 @@
-"""The reward's time checked against a clock the candidate's process cannot touch; the threat model.
+"""The reward's time: the evaluator's own clock, and how the candidate's own figure is judged by it.
 
-Why: the candidate's own process measures its device time (CUDA events, `timing.py`), and code
-in that process (native code through pybind11, or Python that slipped past the static rules)
-can rewrite the harness there and report any number. The reward needs times the candidate
-cannot forge, yet events inside the process are the only precise device clock.
+Why: the candidate's process measures its device time with CUDA events (`timing.py`), and code
+in that process (native code that reaches Python, or that redirects the CUDA runtime's event
+timer through the dynamic linker's tables, with no forbidden name in its source) can make those
+events say anything. Events are precise but the candidate's to forge; the parent's clock is
+the candidate's never to touch but sees only whole requests. So every milestone and speedup
+must follow from the parent's clock, and the events may only refine it within that clock's
+measured noise.
 
-The bound (a "burst"): the parent sends a child a secret salt, k and a secret weight seed in one
-request and measures, on its own clock, how long the reply takes. Inside, the child seeds the
-task's random generators once with the salt and then, k times, draws the task's next input set
-and calls the model on it, reducing each output to two digests (a product with a secret
-standard-normal weight matrix, one GEMV launch into a device buffer), and synchronizes once at
-the end. Drawing inside the loop keeps it device-bound: the host draws the next set while the
-device runs the last call (a first version drew every set with its own seeding first and spent
-0.2-0.5 ms per call of host work on the H200, which hid the calls it meant to time). The candidate's bursts run right after its timing, while the GPU is its alone; the
-trusted reference child runs the same loop for eager PyTorch and for torch.compile (warmed up
-first), with the same request shape, timed by the same parent clock. b = seconds / k is a
-burst's per-call time; the fastest of `BURSTS` bursts counts (scheduling noise only adds time).
-`SAMPLE` of the candidate's calls, picked by the parent after it replied, are digested by the
-reference too; a digest more than `Z` tolerance scales away (scale = sqrt(sum((atol +
-rtol |ref|)^2)): an output within atol/rtol everywhere passes with overwhelming probability, an
-unrelated one, zeros say, fails each digest with about 90 % probability and both with about 99 %)
-makes the candidate incorrect: the calls really computed outputs from inputs that did not exist
-before the request arrived.
+The clock (a "burst"): the parent sends a child a secret salt and reads its own monotonic clock
+from the request to the reply. Inside, the child seeds the default generators once with the
+salt, draws the digest weights (secret standard-normal rows, one pair per output) and then, k
+times, the task's next input set, calls the model on it, and reduces each output to
+`DIGESTS_PER_OUTPUT` digests into a device buffer; one read-back at the end. On a GPU the k
+calls are one CUDA graph, captured before the request with a dummy seed and replayed
+`replays` times under the salt (graph replay reads the generator's seed on the device, so the
+draws are the salt's): the host does O(1) work per burst, the device runs the calls back to
+back, and the burst is bound by the device, not by Python (a first version looped in Python;
+its 0.17 ms of host work per call hid a 0.04 ms kernel, and lies of 10-50 % passed). Where a
+graph cannot be captured (the CPU lane, a task whose draws are not graph-safe, a candidate
+that launches on the legacy stream or synchronizes in forward) the same loop runs from Python
+(mode "host"); its resolution is worse and the verdict says so.
 
-The verdict (`judge`): each milestone of the reward that the reported device times grant
-(faster than eager, faster than torch.compile, each by more than 5 %) must be confirmed by the
-bursts: b_candidate <= b_baseline * (1 + TOL). A milestone the bursts do not confirm is withdrawn
-(a WARN finding, the reward drops); one they contradict grossly, b_candidate > FORGED *
-b_baseline, rejects the candidate (reward -1) as a forged time. The reported time must also agree
-with the candidate's own burst: the reference runs the same loop with no model in it (mode
-"loop": the draws, the digests, the host's per-call work; b_loop), and since a call of the loop
-costs at most b_loop plus the call itself, an honest candidate's b_candidate - b_loop stays near
-(on the H200, at most) its reported time; b_candidate - b_loop > FIT * reported + slack, with a
-milestone claimed, is a forged time too (it catches a lie about a kernel that is truly about as
-fast as eager, which the comparison with the baselines only withdraws). A candidate bound by its own host work (many
-launches from Python, which the timing's hold keeps out of the device time) can have an honest
-burst that far above (its launches are host work the loop does not have); where the host time per
-call it reported explains the burst, the verdict is "unconfirmed" instead (no milestone counts). That reported figure can only soften a rejection
-into reward 1, never confirm a milestone, so lying with it gains nothing. Both sides' bursts carry the same
-loop (input draws, digests, the host's per-call work), so the comparison is like for like; the
-loop only dilutes differences, so a burst never confirms more than the device times claim.
+Like with like: the reference child runs the same burst, of the same mode, for eager PyTorch,
+for torch.compile, and for the loop with no model in it at two sizes (`fit_loop`: a burst's
+fixed cost F and the loop's cost per call L). Each side's per-call time is then
+net = (fastest burst - F) / (k * replays) - L: the calls alone, the draws and digests taken out.
+The candidate's bursts run right after its own timing; the baselines' after the candidate's
+process is killed (a candidate cannot leave work on the GPU to slow them down).
+
+The verdict (`judge`): per baseline X, the claimed ratio c/x (events) against the clock's
+net_c/net_X. They agree when the claim is at most `tol_X` better than the clock, with tol_X
+twice the ratio's relative noise as the looks themselves show it (the second-fastest look
+against the fastest, per side, at least `JITTER_MS` per burst), clamped to [TOL_FLOOR, TOL_CAP].
+If the claim agrees with both baselines, the events stand (they are the more precise measure);
+otherwise the time that counts is the clock's own, put on the events' scale
+(max over X of x * net_c / net_X), the candidate's figure is kept as `reported_ms` only, and a
+finding says so: `timing-unconfirmed` (WARN) when the claim is beyond the noise,
+`timing-forged` (WARN) when it is `FORGED_WARN` or more times faster than the clock, and a
+rejection (reward -1) when it is `FORGED` or more times faster in graph mode (or, in host
+mode, faster than even its own reported host time per call explains). The reward's milestones
+are then taken from that time: a claim can gain at most tol (<= TOL_CAP = 3 %) over the truth.
 
 What a candidate that fully controls its process can and cannot do:
-- It cannot make the parent's clock run slower, and it cannot skip or precompute the work of a
-  burst: the inputs come from a salt it sees only inside the timed request, the weights are
-  secret until then, and a sampled digest that is off makes it incorrect. Skipping a fraction f
-  of the calls goes unnoticed with probability about (1 - 0.99 f) ** SAMPLE.
-- It can claim a milestone its true time misses only where its burst is within TOL of the
-  baseline's: a true time a little slower than the 5 % line, or any time while both bursts are
-  bound by host work (calls of a few microseconds, where every side's burst is the loop's own
-  Python), which no wall clock can see through. Even there the claim must stay within FIT of
-  its own burst less the loop's cost plus the slack (a kernel truly taking t may claim down to
-  about (t - slack) / FIT and keep the milestones: the leak that remains; a 20x claim is rejected).
-  On the H200 (2026-12-03) the honest controls' and examples' b - b_loop were at most 1.14x their
-  reported times above 0.01 ms (a host-bound 0.004 ms call's 0.02 ms, inside the slack), the 20x
-  lie's 14.8x (0.083 ms over a 0.0056 ms claim); clock v4 judged that lie against
-  FORGED * (reported + b_loop) + slack, which its 0.05 ms loop hid.
-- It can waste time inside a burst; that only slows its own burst.
-- Not excluded: an output whose digest can be computed faster than the output itself (the weights
-  are a full random matrix, so for every op we know the digest costs a full pass over the output
-  the candidate has to produce anyway); another process loading the same GPU during a burst (the
-  timed sections are exclusive per GPU).
+- It cannot slow the parent's clock, and it cannot know a burst's inputs or weights before the
+  request: both come from a salt it sees only then (graph replay reads it on the device). It
+  cannot skip calls unseen: `SAMPLE` calls, picked after it replied, are digested by the
+  reference; a fraction f skipped goes unnoticed with probability about (1 - 0.99 f) ** SAMPLE.
+- It can lie about its event time by up to the tolerance (at most TOL_CAP) and keep it. The
+  measured leak per kernel size is in docs/throughput.md ("the evaluator's clock").
+- It can make its looks uneven: that widens tol (up to TOL_CAP), never moves its fastest look.
+- Remaining leaks, stated: (1) work the harness does inside the candidate's process (the draws
+  and the digests) could be fused into the candidate's own kernels by a candidate that replaces
+  the harness's burst with its own code; that lowers its burst by up to the loop's cost, so the
+  clock's time is never taken below the task's speed-of-light floor (`floor_ms`), but a
+  memory-bound candidate could then claim down to that floor. (2) The digests are linear in the
+  output, with one weight matrix per burst: for a linear task (a GEMM) a candidate that replaces
+  the burst could compute the digests from the inputs and W A without the outputs. Both need
+  code that rewrites the harness from inside the process (which the static rules and the
+  post-build symbol check reject first) and an exact reimplementation of the burst; moving the
+  draws and digests into the reference's process (CUDA IPC) would close both. (3) k calls with
+  no dependence between them may run concurrently; a kernel too small to fill the GPU could
+  gain from that. (4) Another process loading the GPU during a burst (timed sections are
+  exclusive per GPU among evaluations).
 
-Pure functions of numbers; the requests live in `timed` and `child`. Standard library only.
+Pure functions of numbers; the requests live in `timed` and `child_burst`. Standard library only.
 """
 
 from __future__ import annotations
@@ -72,22 +74,79 @@ from dataclasses import dataclass
 
 from cuda_agent.eval.reward import clearly_faster
 
-PROTOCOL = "burst-v4"  # changes whenever a burst's per-call time changes meaning: part of the cache key
-TARGET_MS = 10.0  # a burst lasts about this long (pipe and wake-up jitter is ~0.1 ms)
-K_MIN, K_MAX = 4, 400
-BURST_BYTES = 4 << 30  # all k input sets live at once: at most this much
-SAMPLE = 12  # candidate digests checked against the reference
+PROTOCOL = "burst-v5"  # changes whenever a burst's per-call time changes meaning: part of the cache key
+TARGET_MS = 15.0  # a burst's calls last about this long (the reply's wake-up jitter is ~0.01-0.1 ms)
+K_MIN, K_MAX = 4, 256  # calls captured in one graph (or looped from Python)
+MAX_REPLAYS = 16  # a graph of K_MAX short calls is replayed up to this many times per burst
+BURST_BYTES = 4 << 30  # host mode: all k input sets may live at once
+LOOKS = 3  # bursts per side; up to MORE_LOOKS more while the looks disagree by more than TOL_CAP / 2
+MORE_LOOKS = 3
+SAMPLE = 12  # candidate calls whose digests the reference checks
 Z = 6.0  # tolerance scales a digest may differ by
-TOL = 0.10  # a burst may be this much slower than the baseline's and still confirm a milestone
-FORGED = 2.0  # a claimed milestone with a burst this many times slower than a baseline's is a forged time
-FIT = 1.5  # a burst less the loop's cost may be this many times the reported time (plus the slack)
-BURSTS = 2
+JITTER_MS = 0.01  # the least a burst's wall time is taken to be uncertain by (pipe and wake-up)
+TOL_FLOOR = 0.01
+TOL_CAP = 0.03  # the most a claim may be better than the clock and still stand: the leak's bound
+HOST_LANE_CAP = 0.5  # the CPU lane's (its host clock is as noisy as the machine: it tests the machinery, not kernels)
+HOST_LANE_FORGED = 5.0  # the CPU lane rejects only lies this gross (a loaded 2-core machine moved honest ones 2.5x)
+FORGED_WARN = 1.25  # a claim this many times faster than the clock is flagged as forged
+FORGED = 2.0  # ... and this many times (graph mode) is rejected
 
 
-def burst_size(per_call_ms: float, in_bytes: int) -> int:
-    """Calls per burst: enough for TARGET_MS at this per-call time, within [K_MIN, K_MAX] and BURST_BYTES."""
-    k = K_MAX if not per_call_ms > 0 else max(K_MIN, min(K_MAX, math.ceil(TARGET_MS / per_call_ms)))
-    return max(2, min(k, BURST_BYTES // max(1, in_bytes)))
+def burst_shape(per_call_ms: float, in_bytes: int, graph: bool) -> tuple[int, int]:
+    """(k, replays): enough calls for TARGET_MS at this per-call time. Host mode keeps every input
+    set alive at once, so BURST_BYTES bounds its k; a graph reuses its memory and repeats instead."""
+    want = K_MAX * MAX_REPLAYS if not per_call_ms > 0 else max(K_MIN, math.ceil(TARGET_MS / per_call_ms))
+    if not graph:
+        return max(2, min(want, K_MAX, BURST_BYTES // max(1, in_bytes))), 1
+    k = max(K_MIN, min(K_MAX, want))
+    return k, max(1, min(MAX_REPLAYS, math.ceil(want / k)))
+
+
+@dataclass(frozen=True)
+class Looks:
+    """One side's bursts: calls per burst (k x replays) and the parent's seconds for each look."""
+
+    calls: int
+    seconds: tuple[float, ...]
+
+    @property
+    def best_ms(self) -> float:
+        return min(self.seconds) * 1e3
+
+    @property
+    def jitter_ms(self) -> float:
+        """How far the next-best look is from the best (at least JITTER_MS): this side's noise per burst."""
+        s = sorted(self.seconds)
+        second = (s[1] - s[0]) * 1e3 if len(s) > 1 else float("inf")
+        return max(JITTER_MS, second)
+
+    def spread(self) -> float:
+        return self.jitter_ms / self.best_ms if self.best_ms > 0 else float("inf")
+
+
+@dataclass(frozen=True)
+class LoopFit:
+    """The loop with no model: fixed cost per burst (ms) and cost per call (ms)."""
+
+    fixed_ms: float
+    per_call_ms: float
+
+
+def fit_loop(small: Looks, large: Looks) -> LoopFit:
+    """F and L from the loop's bursts at two sizes (both trusted: the reference ran them)."""
+    if large.calls <= small.calls:
+        raise ValueError("the loop's second size must have more calls")
+    per = max(0.0, (large.best_ms - small.best_ms) / (large.calls - small.calls))
+    return LoopFit(max(0.0, small.best_ms - small.calls * per), per)
+
+
+def net_ms(looks: Looks, fit: LoopFit) -> float:
+    """Per-call time of the calls alone: the fastest burst less the fixed cost and the loop's share."""
+    return (looks.best_ms - fit.fixed_ms) / looks.calls - fit.per_call_ms
+
+
+def noise_ms(looks: Looks) -> float:
+    return looks.jitter_ms / looks.calls
 
 
 def digest_mismatch(cand: list[float | None], ref: list[float | None], scales: list[float | None]) -> str | None:
@@ -105,53 +164,78 @@ def digest_mismatch(cand: list[float | None], ref: list[float | None], scales: l
 
 
 @dataclass(frozen=True)
+class Side:
+    """A baseline as both clocks see it: its event time (ms, trusted: the reference timed it) and
+    its net per-call time on the parent's clock with that net's noise."""
+
+    name: str
+    event_ms: float
+    net_ms: float
+    noise_ms: float
+
+
+@dataclass(frozen=True)
 class Verdict:
-    kind: str  # "ok" | "unconfirmed" (a milestone withdrawn) | "forged"
-    faster_eager: bool  # the milestones that stand
-    faster_compile: bool
+    kind: str  # "ok" (the events stand) | "unconfirmed" (the clock's time counts) | "forged" (rejected)
+    time_ms: float  # the candidate's time that counts: the events' when they agree, else the clock's
+    equiv_ms: float  # the clock's time on the events' scale (max over baselines of x * net_c / net_X)
+    tol: dict[str, float]  # per baseline: how much better than the clock a claim may be and stand
+    flagged: bool  # the claim is FORGED_WARN or more times faster than the clock
+    resolved: bool  # every tolerance below TOL_CAP: the clock resolves this kernel to its noise
     message: str
+    grants: bool = True  # False: the clock could not compare like with like, so no milestone stands
 
 
-def judge(claim_ms: float, eager_ms: float, compile_ms: float, burst_ms: float, burst_eager_ms: float,
-          burst_compile_ms: float, tol: float = TOL, loop_ms: float | None = None, slack_ms: float = 0.0,
-          enqueue_ms: float | None = None) -> Verdict:
-    """The milestones the device times claim, each kept only where the bursts confirm it. `loop_ms`:
-    the loop burst's per-call time (None: not measured, no self-consistency check); `slack_ms`:
-    host time per call that check leaves uncounted; `enqueue_ms`: the host time per call that the
-    candidate reported (its Python and launches, hidden from the device time by the timing's hold):
-    it can excuse a slow burst from being called forged, never confirm a milestone."""
-    sides = (("eager", eager_ms, burst_eager_ms), ("torch.compile", compile_ms, burst_compile_ms))
-    kept: list[bool] = []
-    notes: list[str] = []
-    claims = any(clearly_faster(claim_ms, t0) for _, t0, _ in sides)
-    own = burst_ms - loop_ms if loop_ms is not None else None  # the burst less the loop's own cost
-    if claims and own is not None and own > FIT * claim_ms + slack_ms:
-        host = max(claim_ms, enqueue_ms or 0.0)
-        if own <= FIT * host + slack_ms:
-            # bound by its own host work (many launches from Python): the reported device time may be
-            # true, but back to back the calls are not that fast, so no milestone counts
-            return Verdict("unconfirmed", False, False,
-                           f"back to back the candidate took {burst_ms:.4g} ms per call on the evaluator's clock, "
-                           f"{own:.4g} ms above the loop alone ({loop_ms:.4g} ms), far above its reported {claim_ms:.4g} ms; "
-                           f"its host time per call ({host:.4g} ms) may explain it, so no milestone is counted")
-        return Verdict("forged", False, False,
-                       f"on the evaluator's own clock the candidate took {burst_ms:.4g} ms per call back to back, "
-                       f"{own:.4g} ms more than the loop alone ({loop_ms:.4g} ms), but it reported {claim_ms:.4g} ms per call "
-                       f"(its burst less the loop may exceed that by at most {FIT:g}x + {slack_ms:.3g} ms): the reported "
-                       "time is not the candidate's")
-    for name, t0, b0 in sides:
-        claimed = clearly_faster(claim_ms, t0)
-        if claimed and burst_ms > FORGED * b0:
-            return Verdict("forged", False, False,
-                           f"the reported {claim_ms:.4g} ms is faster than {name}'s {t0:.4g} ms, but back to back on fresh inputs "
-                           f"the candidate took {burst_ms:.4g} ms per call against {name}'s {b0:.4g} ms on the evaluator's own "
-                           f"clock (more than {FORGED:g}x slower): the reported time is not the candidate's")
-        confirmed = claimed and burst_ms <= b0 * (1 + tol)
-        if claimed and not confirmed:
-            notes.append(f"faster than {name} by the reported times ({claim_ms:.4g} vs {t0:.4g} ms) but not back to back on "
-                         f"the evaluator's clock ({burst_ms:.4g} vs {b0:.4g} ms per call, tolerance {tol:.0%}): not counted")
-        kept.append(confirmed)
-    if notes:
-        return Verdict("unconfirmed", kept[0], kept[1], "; ".join(notes))
-    return Verdict("ok", kept[0], kept[1], f"bursts agree: {burst_ms:.4g} ms per call against eager {burst_eager_ms:.4g} "
-                   f"and torch.compile {burst_compile_ms:.4g} ms")
+def judge(claim_ms: float, cand_net_ms: float, cand_noise_ms: float, sides: list[Side], mode: str = "graph",
+          floor_ms: float = 0.0, enqueue_ms: float | None = None, cap: float = TOL_CAP,
+          forged: float = FORGED) -> Verdict:
+    """The candidate's time that counts (module docstring). `floor_ms`: the task's speed-of-light time
+    per call (0: unknown); the clock's net is never taken below it. `mode`: "graph" or "host";
+    `enqueue_ms`: the host time per call the candidate reported (host mode: a host-bound honest
+    candidate's slow burst is then not called forged; it never confirms anything). `cap`: the
+    tolerance's cap (TOL_CAP; HOST_LANE_CAP on the CPU lane); `forged`: the rejection's factor. The
+    floor can only make the clock's time count (it is too high for a task that reads part of its
+    inputs), never reject: a rejection needs the clock's own net."""
+    raw = max(cand_net_ms, 1e-9)
+    net_c = max(cand_net_ms, floor_ms, 1e-9)
+    tol: dict[str, float] = {}
+    equiv = raw_equiv = claim_ms
+    agree = True
+    parts = []
+    resolved = True
+    for s in sides:
+        base = s.net_ms
+        if not base > 2.0 * s.noise_ms:
+            # a baseline too quick for the clock to see past the loop's noise: its event time stands in
+            # for its net, so the candidate's own net is judged against the events directly
+            base, resolved = s.event_ms, False
+        rel = math.hypot(cand_noise_ms / net_c, s.noise_ms / base)
+        t = min(cap, max(TOL_FLOOR, 2.0 * rel))
+        tol[s.name] = t
+        ratio = net_c / base
+        equiv = max(equiv, s.event_ms * ratio)
+        raw_equiv = max(raw_equiv, s.event_ms * raw / base)
+        if claim_ms / s.event_ms * (1 + t) < ratio:
+            agree = False
+        parts.append(f"{s.name} {base:.4g} ms (x{ratio:.3f}, tol {t:.1%})")
+    resolved = resolved and all(t < cap for t in tol.values())
+    clock = f"evaluator's clock ({mode}): candidate {net_c:.4g} ms per call vs " + ", ".join(parts)
+    if agree:
+        return Verdict("ok", claim_ms, equiv, tol, False, resolved, f"{clock}: agrees with the reported {claim_ms:.4g} ms")
+    over = equiv / claim_ms if claim_ms > 0 else float("inf")
+    flagged = over >= FORGED_WARN
+    host = max(claim_ms, enqueue_ms or 0.0)
+    gross = raw_equiv >= forged * claim_ms and (mode == "graph" or raw_equiv >= forged * host)
+    what = (f"the candidate reported {claim_ms:.4g} ms per call, {over:.2f}x faster than the evaluator's clock "
+            f"confirms ({equiv:.4g} ms on the same scale; {clock})")
+    if gross:
+        return Verdict("forged", equiv, equiv, tol, True, resolved, what + ": the reported time is not the candidate's")
+    return Verdict("unconfirmed", equiv, equiv, tol, flagged, resolved,
+                   what + f": {equiv:.4g} ms counts" + ("" if resolved else "; the clock's noise is at its limit here"))
+
+
+def milestones(v: Verdict, eager_ms: float, compile_ms: float) -> tuple[bool, bool]:
+    """The reward's milestones from the time that counts."""
+    if not v.grants:
+        return False, False
+    return clearly_faster(v.time_ms, eager_ms), clearly_faster(v.time_ms, compile_ms)

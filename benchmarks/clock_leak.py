@@ -1,0 +1,61 @@
+"""The leak that remains (issue 28 item 4), on a GPU: per kernel size, the smallest lie that still
+gains a milestone. For relu(x) * 1.5 at sizes whose honest kernel takes about 5 us, 20 us, 100 us
+and 1 ms, it evaluates the honest workspace solution twice and its forgers (the test switch
+`fake_time=F`: the harness in the candidate's process reporting F x its event times) at factors
+just under 1, and prints per size: the honest claim's and the clock's speedup over torch.compile,
+the tolerance the verdict applied (the bound on any lie's gain), and which factors gained a
+milestone over the honest twin. Usage: PYTHONPATH=src python benchmarks/clock_leak.py [--out F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import forgery_redteam as fr  # noqa: E402
+
+SIZES = {"~5 us": 1 << 20, "~20 us": 1 << 23, "~100 us": 1 << 25, "~1 ms": 1 << 29}
+FACTORS = (0.99, 0.97, 0.95, 0.9)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    src = (fr.FORGERY / "tasks" / "relu_scale.py").read_text()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="clock-leak-") as tmp:
+        for label, n in SIZES.items():
+            task_file = Path(tmp) / f"relu_scale_{n}.py"
+            task_file.write_text(src.replace("N = 1 << 24", f"N = {n}"))
+            for factor in (None, None, *FACTORS):
+                with tempfile.TemporaryDirectory(dir=tmp) as work:
+                    r = fr._evaluate("relu_scale", factor, "switch" if factor else "honest", work, str(task_file))
+                r["size"] = label
+                rows.append(r)
+                print(json.dumps(r), flush=True)
+                if args.out:
+                    Path(args.out).write_text(json.dumps(rows, indent=1))
+    print("\nsize      honest claim/compile  clock/compile  tol    rewards honest  factors that gained")
+    for label in SIZES:
+        rs = [r for r in rows if r["size"] == label]
+        hon = [r for r in rs if r["factor"] is None]
+        if not hon or hon[0]["time_ms"] is None:
+            print(f"{label:9} {hon[0]['status'] if hon else '-'}")
+            continue
+        h = hon[0]
+        claim = h["compile_ms"] / h["reported_ms"] if h.get("reported_ms") else float("nan")
+        clock = h["trusted_compile_ms"] / h["trusted_ms"] if h.get("trusted_ms") else float("nan")
+        tol = max((r["trusted_tol"] or 0) for r in rs)
+        base = min(r["reward"] for r in hon)
+        gained = [r["factor"] for r in rs if r["factor"] is not None and (r["reward"] or -1) > base]
+        print(f"{label:9} {claim:20.3f}  {clock:13.3f}  {tol:5.1%}  {','.join(str(r['reward']) for r in hon):15} {gained}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The in-process timing forgery family (tests/redteam/forgery, issue 28) on the CPU: the honest
+solutions pass the static rules, every forger is rejected by them and, built, by the post-build
+symbol check; the GPU runner's bar is checked on made-up rows. The runtime half (the evaluator's
+clock against the forgers, static gate off) needs a GPU: benchmarks/forgery_redteam.py."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.eval.config import EvalConfig
+from cuda_agent.eval.result import Severity, Status
+from cuda_agent.eval.static_checks import check_single_file, check_sources
+from cuda_agent.task import Task
+from cuda_agent.task.workspace import init_workspace, read_agent_sources
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import forgery_redteam as fr  # noqa: E402
+
+
+def _findings(task: str, path: Path):
+    if fr.TASKS[task] == "workspace":
+        return check_sources(read_agent_sources(path))
+    return check_single_file(path.read_text())
+
+
+@pytest.mark.parametrize("task", sorted(fr.TASKS))
+def test_honest_twins_pass_and_forgers_are_rejected_statically(task, tmp_path):
+    honest = fr.materialize(task, tmp_path / "honest")
+    assert not [f for f in _findings(task, honest) if f.severity is Severity.REJECT]
+    for factor in (0.9, 0.05):
+        forged = fr.materialize(task, tmp_path / f"forged{factor}", factor)
+        rules = {f.rule for f in _findings(task, forged) if f.severity is Severity.REJECT}
+        assert "symbol-rename" in rules, rules
+        text = "".join(p.read_text() for p in (forged.rglob("*") if forged.is_dir() else [forged]) if p.is_file())
+        assert f"{factor}" in text and "PyRun_SimpleString" in text
+
+
+def test_the_bar_fails_on_a_gained_milestone_an_unflagged_lie_or_a_forged_time_shown():
+    honest = {"task": "t", "how": "honest", "factor": None, "reward": 2, "status": "ok", "findings": [],
+              "time_ms": 1.0, "reported_ms": 1.0}
+    fine = {**honest, "how": "native", "factor": 0.8, "status": "ok", "findings": ["timing-forged"], "time_ms": 1.0,
+            "reported_ms": 0.8}
+    assert fr.judge_rows([honest, fine]) == []
+    gained = {**fine, "reward": 3}
+    unflagged = {**fine, "findings": []}
+    shown = {**fine, "time_ms": 0.8}
+    for row, needle in ((gained, "above the honest"), (unflagged, "not flagged"), (shown, "shown as time_ms")):
+        assert any(needle in b for b in fr.judge_rows([honest, row])), row
+
+
+@pytest.mark.slow
+def test_a_built_native_forger_is_rejected_by_the_symbol_check_alone(tmp_path, cache_env, monkeypatch):
+    """With the static rules out of the way, the forger's object still references PyRun_SimpleString
+    (the assembler label's target): the post-build check rejects it, naming the symbol."""
+    from cuda_agent.eval import pipeline, static_gate
+    from cuda_agent.eval.api import evaluate_workspace
+
+    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
+        pytest.skip("no nvcc")
+    monkeypatch.setattr(pipeline, "workspace_findings", lambda staged: [])
+    monkeypatch.setattr(static_gate, "static_findings", lambda *a, **k: [])
+    t = Task.from_file(fr.FORGERY / "tasks" / "relu_scale.py")
+    ws = init_workspace(t, tmp_path / "ws")
+    sol = fr.materialize("relu_scale", tmp_path / "sol", 0.5)
+    shutil.copytree(sol, ws, dirs_exist_ok=True)
+    r = evaluate_workspace(ws, phase="compile", config=EvalConfig(device="cpu", reuse_results=False))
+    assert r.status is Status.REJECTED and r.reward == -1, (r.status, r.message, r.log[-800:])
+    assert any(f.rule == "built-symbol" and "PyRun_SimpleString" in f.message for f in r.findings), r.findings
+    # the runtime lane's switch lets it build (what the GPU runner needs to show the clock alone)
+    r2 = evaluate_workspace(ws, phase="compile", config=EvalConfig(device="cpu", reuse_results=False, static_gate=False))
+    assert r2.status is not Status.REJECTED, (r2.status, r2.message, r2.log[-800:])
