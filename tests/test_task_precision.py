@@ -257,3 +257,43 @@ def test_lint_task_prints_the_precision_line(tmp_path, capsys):
     assert main(["lint-task", str(f), "--device", "cpu", "--seeds", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["precision"], out["precision_source"], out["atol"]) == ("bf16", "inferred from inputs: bfloat16 x2", 0.05)
+
+
+HALF_CU = """\
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+__global__ void mul(const __half2* a, const __half2* b, __half2* o, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) o[i] = __hmul2(a[i], b[i]);
+}
+"""
+
+
+def test_undeclared_fp16_and_mixed_tasks_name_their_precision_in_findings_and_init(tmp_path, capsys):
+    fp16_src = task_source("[torch.randn(64, 64).half(), torch.randn(64, 64).half()]", args="x, y", forward="return x * y")
+    f = tmp_path / "mul_fp16.py"
+    f.write_text(fp16_src)
+    assert main(["init", str(f), "-o", str(tmp_path / "ws")]) == 0
+    assert ("precision fp16 (inferred from inputs: float16 x2), atol 0.02 rtol 0.02 (the fp16 defaults)"
+            in capsys.readouterr().out.splitlines())
+    t = Task.from_source(fp16_src)
+    kw = {"precision": t.precision, "precision_source": t.precision_source, "task_dtypes": t.dtypes}
+    assert _lowered(check_sources({"kernels/mul.cu": HALF_CU}, **kw)) == []  # half2 math in an fp16 task
+    fp8 = HALF_CU.replace("#include <cuda_runtime.h>", "#include <cuda_runtime.h>\n#include <cuda_fp8.h>").replace(
+        "o[i] = __hmul2(a[i], b[i]);", "o[i] = __hmul2(a[i], __half2(__nv_fp8x2_e4m3(b[i])));")
+    bad = _lowered(check_sources({"kernels/mul.cu": fp8}, **kw))
+    assert bad
+    msg = bad[0].message
+    assert "the task is fp16 (inferred from inputs: float16 x2)" in msg and "compute in fp16" in msg
+    assert "compute in fp32" not in msg
+    # the same half2 kernel under an fp32 task is below it, and the advice is fp32's
+    fp32 = _lowered(check_sources({"kernels/mul.cu": HALF_CU}, precision="fp32", precision_source="declared"))
+    assert fp32 and "the task is fp32 (declared)" in fp32[0].message and "compute in fp32" in fp32[0].message
+    # mixed: bf16 inputs with an fp32 parameter; fp8 is named against bf16 and the mixed source
+    mixed = Task.from_source(task_source('[torch.randn(8, 4096, dtype=torch.bfloat16)]',
+                                         init="self.weight = nn.Parameter(torch.ones(4096))",
+                                         forward="return (x.float() * self.weight).to(x.dtype)"))
+    bad = _lowered(check_sources({"kernels/mul.cu": fp8}, precision=mixed.precision,
+                                 precision_source=mixed.precision_source, task_dtypes=mixed.dtypes))
+    assert bad and f"the task is bf16 ({mixed.precision_source})" in bad[0].message
+    assert "mixed bf16/fp32" in bad[0].message and "compute in bf16" in bad[0].message
