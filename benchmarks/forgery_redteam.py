@@ -156,8 +156,12 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="factors 0.9, 0.8, 0.5 only, one run")
     ap.add_argument("--shared", type=int, default=3, help="honest evaluations at once sharing the GPU (0: skip)")
+    ap.add_argument("--factors", type=float, nargs="+", default=None, help="these factors instead of the family's")
+    ap.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(TASKS))
+    ap.add_argument("--honest", type=int, default=None, help="honest runs per task (default: --runs)")
+    ap.add_argument("--no-static", action="store_true", help="skip the every-gate-on row (the CPU tests cover it)")
     args = ap.parse_args()
-    factors = (0.9, 0.8, 0.5) if args.quick else FACTORS
+    factors = tuple(args.factors) if args.factors else (0.9, 0.8, 0.5) if args.quick else FACTORS
     runs = 1 if args.quick else args.runs
     rows: list[dict] = []
 
@@ -167,17 +171,18 @@ def main() -> int:
         if args.out:
             Path(args.out).write_text(json.dumps(rows, indent=1))
 
-    for task in TASKS:
-        for _ in range(runs):
+    for task in args.tasks:
+        for _ in range(runs if args.honest is None else args.honest):
             record({**_one((task, None, "honest")), "how": "honest"})
-        r = _one((task, factors[0], "static"))  # every gate on: the static rules reject the native forger first
-        record({**r, "how": "static"})
+        if not args.no_static:
+            r = _one((task, factors[0], "static"))  # every gate on: the static rules reject the native forger first
+            record({**r, "how": "static"})
         for f in factors:
             for how in ("native", "switch"):
                 for _ in range(runs):
                     record(_one((task, f, how)))
     if args.shared:
-        jobs = [(task, None, "honest") for task in TASKS for _ in range(args.shared)]
+        jobs = [(task, None, "honest") for task in args.tasks for _ in range(args.shared)]
         with ProcessPoolExecutor(args.shared, mp_context=__import__("multiprocessing").get_context("spawn")) as ex:
             for r in ex.map(_one, jobs):
                 record({**r, "how": "honest-shared"})

@@ -90,10 +90,12 @@ def _side(name: str, event_ms: float, true_ms: float, calls: int = 256) -> tt.Si
     return tt.Side(name, event_ms, tt.net_ms(looks, LOOP), tt.noise_ms(looks))
 
 
-def _verdict(claim_ms: float, true_ms: float, eager_ms: float = 1.0, compile_ms: float = 0.5, **kw) -> tt.Verdict:
-    """The candidate truly takes true_ms a call (what its bursts show) and reports claim_ms; the
+def _verdict(claim_ms: float, true_ms: float, eager_ms: float = 1.0, compile_ms: float = 0.5, bias: float = 0.0,
+             **kw) -> tt.Verdict:
+    """The candidate truly takes true_ms a call and reports claim_ms; its bursts show (1 + bias) x its
+    true time (the clock's run-to-run error, which one evaluation's looks do not show); the
     baselines' event times equal their true times."""
-    looks = _looks(true_ms + 0.05, 256)
+    looks = _looks(true_ms * (1 + bias) + 0.05, 256)
     sides = [_side("eager", eager_ms, eager_ms), _side("torch.compile", compile_ms, compile_ms)]
     return tt.judge(claim_ms, tt.net_ms(looks, LOOP), tt.noise_ms(looks), sides, **kw)
 
@@ -141,6 +143,29 @@ def test_a_lie_gains_no_milestone_beyond_the_tolerance(factor, true_vs_compile):
         assert v.kind == "forged" and "not the candidate's" in v.message
 
 
+@pytest.mark.parametrize("factor", [0.93, 0.9, 0.85, 0.8, 0.7])
+@pytest.mark.parametrize("true_vs_compile", [0.955, 0.97, 1.0, 1.03])
+@pytest.mark.parametrize("bias", [-0.045, -0.03, 0.0, 0.03])
+def test_a_lie_beyond_the_tolerance_gains_nothing_from_a_lucky_clock(factor, true_vs_compile, bias):
+    """Seen on the H100 (2026-12-05): a candidate's net on the clock moved 5 % between evaluations while
+    each evaluation's looks agreed within 1-2 %. A liar judged by the clock's bare time then won a
+    milestone whenever its clock ran low. Charged the clock's time plus UNCONFIRMED_MARGIN, a lie the
+    clock did not confirm never ends faster than the truth while the clock errs by less than the margin."""
+    compile_ms, eager_ms = 0.5, 0.52
+    true = true_vs_compile * compile_ms
+    honest = tt.milestones(_verdict(true, true, eager_ms, compile_ms), eager_ms, compile_ms)
+    v = _verdict(factor * true, true, eager_ms, compile_ms, bias=bias)
+    if v.kind == "ok":  # the lie fell within the tolerance of this run's clock: bounded by tol, the stated leak
+        assert factor * (1 + max(v.tol.values())) >= 1 + bias - 1e-9
+        return
+    assert v.time_ms >= true * (1 + bias) * (1 + tt.UNCONFIRMED_MARGIN) * (1 - 1e-9)
+    assert v.time_ms >= true, (v, bias)  # |bias| < margin: the lie ends slower than the truth
+    lied = tt.milestones(v, eager_ms, compile_ms) if v.kind != "forged" else (False, False)
+    assert lied <= honest or (lied[0] <= honest[0] and lied[1] <= honest[1]), (factor, true_vs_compile, bias, v)
+    if factor <= 0.8 and bias <= 0.0:
+        assert v.flagged, v  # a 20 % lie is flagged (timing-forged) even when the clock errs 4.5 % its way
+
+
 def test_uneven_looks_widen_the_tolerance_only_up_to_its_cap():
     steady = _verdict(0.3, 0.3)
     looks = tt.Looks(256, (0.2 + 256 * 0.35, 0.2 + 256 * 0.35 * 1.5, 0.2 + 256 * 0.35 * 2))  # wildly uneven, in ms
@@ -169,7 +194,8 @@ def test_the_clock_is_never_taken_below_the_speed_of_light():
     v = tt.judge(0.05, tt.net_ms(looks, LOOP), tt.noise_ms(looks), sides, floor_ms=0.2)
     # the floor makes the clock's time count; it never rejects (it is too high for a task that reads
     # part of its inputs)
-    assert v.kind == "unconfirmed" and v.flagged and v.time_ms == pytest.approx(0.2, rel=1e-6)
+    assert v.kind == "unconfirmed" and v.flagged and v.equiv_ms == pytest.approx(0.2, rel=1e-6)
+    assert v.time_ms == pytest.approx(0.2 * (1 + tt.UNCONFIRMED_MARGIN), rel=1e-6)
 
 
 def test_host_mode_lets_reported_host_time_excuse_a_slow_burst_but_confirm_nothing():

@@ -35,12 +35,14 @@ twice the ratio's relative noise as the looks themselves show it (the second-fas
 against the fastest, per side, at least `JITTER_MS` per burst), clamped to [TOL_FLOOR, TOL_CAP].
 If the claim agrees with both baselines, the events stand (they are the more precise measure);
 otherwise the time that counts is the clock's own, put on the events' scale
-(max over X of x * net_c / net_X), the candidate's figure is kept as `reported_ms` only, and a
-finding says so: `timing-unconfirmed` (WARN) when the claim is beyond the noise,
+(max over X of x * net_c / net_X), charged `UNCONFIRMED_MARGIN` more (the clock's run-to-run noise,
+which one evaluation's looks do not show: without it a liar judged by a lucky clock could gain),
+the candidate's figure is kept as `reported_ms` only, and a finding says so: `timing-unconfirmed` (WARN) when the claim is beyond the noise,
 `timing-forged` (WARN) when it is `FORGED_WARN` or more times faster than the clock, and a
 rejection (reward -1) when it is `FORGED` or more times faster in graph mode (or, in host
 mode, faster than even its own reported host time per call explains). The reward's milestones
-are then taken from that time: a claim can gain at most tol (<= TOL_CAP = 3 %) over the truth.
+are then taken from that time: a claim can gain at most tol (<= TOL_CAP = 3 %) over the truth, and
+a claim beyond tol costs its teller the margin.
 
 What a candidate that fully controls its process can and cannot do:
 - It cannot slow the parent's clock, and it cannot know a burst's inputs or weights before the
@@ -88,7 +90,12 @@ TOL_FLOOR = 0.01
 TOL_CAP = 0.03  # the most a claim may be better than the clock and still stand: the leak's bound
 HOST_LANE_CAP = 0.5  # the CPU lane's (its host clock is as noisy as the machine: it tests the machinery, not kernels)
 HOST_LANE_FORGED = 5.0  # the CPU lane rejects only lies this gross (a loaded 2-core machine moved honest ones 2.5x)
-FORGED_WARN = 1.25  # a claim this many times faster than the clock is flagged as forged
+FORGED_WARN = 1.15  # a claim this many times faster than the clock is flagged as forged (a 20 % lie is 1.25x, less
+# the clock's run-to-run noise: on the H100, 2026-12-05, one kernel's net moved 5 % between evaluations)
+UNCONFIRMED_MARGIN = 0.05  # a claim the clock did not confirm is charged the clock's time plus this: the clock's
+# run-to-run noise, which the looks of one evaluation do not show (H100, 2026-12-05: a 46 us kernel's net spanned
+# 0.0435-0.0457 ms over six evaluations, within-evaluation tolerances 1.1-1.7 %; a 20 % liar judged by the clock's
+# bare time earned reward 3 over its honest twin's 2). So a lie beyond the tolerance always costs its teller.
 FORGED = 2.0  # ... and this many times (graph mode) is rejected
 
 
@@ -230,8 +237,10 @@ def judge(claim_ms: float, cand_net_ms: float, cand_noise_ms: float, sides: list
             f"confirms ({equiv:.4g} ms on the same scale; {clock})")
     if gross:
         return Verdict("forged", equiv, equiv, tol, True, resolved, what + ": the reported time is not the candidate's")
-    return Verdict("unconfirmed", equiv, equiv, tol, flagged, resolved,
-                   what + f": {equiv:.4g} ms counts" + ("" if resolved else "; the clock's noise is at its limit here"))
+    charged = equiv * (1 + UNCONFIRMED_MARGIN)
+    return Verdict("unconfirmed", charged, equiv, tol, flagged, resolved,
+                   what + f": {charged:.4g} ms counts (the clock's time plus its {UNCONFIRMED_MARGIN:.0%} run-to-run margin)"
+                   + ("" if resolved else "; the clock's noise is at its limit here"))
 
 
 def milestones(v: Verdict, eager_ms: float, compile_ms: float) -> tuple[bool, bool]:
