@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -25,7 +26,9 @@ FACTORS = (0.99, 0.97, 0.95, 0.9)
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
+    ap.add_argument("--clock", default="", help="opt-ins of the evaluator's clock: flush, fresh (forgery_redteam.py)")
     args = ap.parse_args()
+    os.environ["FORGERY_CLOCK"] = args.clock
     src = (fr.FORGERY / "tasks" / "relu_scale.py").read_text()
     rows = []
     with tempfile.TemporaryDirectory(prefix="clock-leak-") as tmp:

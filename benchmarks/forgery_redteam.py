@@ -91,7 +91,10 @@ def _evaluate(task: str, factor: float | None, how: str, root: str, task_file: s
     from cuda_agent.task.workspace import init_workspace
 
     os.environ.pop("CUDA_AGENT_TEST_HIJACK", None)
-    cfg = EvalConfig(reuse_results=False, retry_unstable=0)
+    # --clock (through the environment, so that pool workers see it): the clock's opt-in settings
+    opts = set(os.environ.get("FORGERY_CLOCK", "").split(","))
+    cfg = EvalConfig(reuse_results=False, retry_unstable=0, clock_flush="flush" in opts,
+                     clock_fresh_baselines="fresh" in opts)
     if how == "switch" and factor is not None:
         os.environ["CUDA_AGENT_TEST_HIJACK"] = f"fake_time={factor}"
         factor_files = None
@@ -160,7 +163,10 @@ def main() -> int:
     ap.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(TASKS))
     ap.add_argument("--honest", type=int, default=None, help="honest runs per task (default: --runs)")
     ap.add_argument("--no-static", action="store_true", help="skip the every-gate-on row (the CPU tests cover it)")
+    ap.add_argument("--clock", default="", help="comma-separated opt-ins of the evaluator's clock: flush "
+                    "(EvalConfig.clock_flush), fresh (EvalConfig.clock_fresh_baselines)")
     args = ap.parse_args()
+    os.environ["FORGERY_CLOCK"] = args.clock
     factors = tuple(args.factors) if args.factors else (0.9, 0.8, 0.5) if args.quick else FACTORS
     runs = 1 if args.quick else args.runs
     rows: list[dict] = []
@@ -186,7 +192,8 @@ def main() -> int:
         with ProcessPoolExecutor(args.shared, mp_context=__import__("multiprocessing").get_context("spawn")) as ex:
             for r in ex.map(_one, jobs):
                 record({**r, "how": "honest-shared"})
-    print("\ntask         how            factor  runs  rewards        flagged  time_ms (median)  reported_ms")
+    print("\ntask         how            factor  runs  rewards        flagged  time_ms (median)  reported_ms  "
+          "clock/compile  events/compile  tol")
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["task"], r["how"], r["factor"]), []).append(r)
@@ -195,8 +202,14 @@ def main() -> int:
         flagged = sum(r["status"] == "rejected" or "timing-forged" in r["findings"] for r in rs)
         tms = sorted(r["time_ms"] for r in rs if r["time_ms"] is not None)
         rep = sorted(r["reported_ms"] for r in rs if r["reported_ms"] is not None)
+        # per run: the candidate's ratio to torch.compile on the evaluator's clock and on its own events
+        clock = ",".join(f"{r['trusted_ms'] / r['trusted_compile_ms']:.3f}" for r in rs
+                         if r.get("trusted_ms") and r.get("trusted_compile_ms"))
+        events = ",".join(f"{r['reported_ms'] / r['compile_ms']:.3f}" for r in rs if r.get("reported_ms") and r.get("compile_ms"))
+        tols = ",".join(f"{r['trusted_tol']:.3f}" for r in rs if r.get("trusted_tol") is not None)
         print(f"{task:12} {how:14} {'-' if f is None else f:>6}  {len(rs):>4}  {rewards:14} {flagged:>7}  "
-              f"{tms[len(tms) // 2] if tms else '-':>16}  {rep[len(rep) // 2] if rep else '-'}")
+              f"{tms[len(tms) // 2] if tms else '-':>16}  {rep[len(rep) // 2] if rep else '-'}  {clock or '-'}  "
+              f"{events or '-'}  {tols or '-'}")
     bad = judge_rows(rows)
     print("\nBAR HOLDS" if not bad else "\nBAR FAILS:\n  " + "\n  ".join(bad))
     return 0 if not bad else 1

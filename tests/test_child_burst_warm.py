@@ -20,3 +20,35 @@ def test_warm_digest_path_leaves_the_default_generator_alone():
     torch.manual_seed(1234)
     warm_digest_path(torch.device("cpu"))
     assert torch.equal(torch.rand(4), a)
+
+
+def test_a_flushing_burst_flushes_before_every_call_and_digests_the_same():
+    """EvalConfig.clock_flush: each call of a burst follows an L2 flush (the flush buffer written), as
+    the event timing's calls do; the draws and the digests are the same as without it."""
+    from types import SimpleNamespace
+
+    from cuda_agent.eval import protocol as P
+    from cuda_agent.eval.child_burst import WIDTH, Plan, _body, _draw_weights, _weight_buffers
+
+    st = SimpleNamespace(device=torch.device("cpu"), task=SimpleNamespace(get_inputs=lambda: [torch.randn(64)]))
+    seen: list[bool] = []
+
+    def run(flush: torch.Tensor | None) -> torch.Tensor:
+        def fn(x):
+            if flush is not None:
+                seen.append(bool((flush == 0).all()))
+                flush.fill_(1.0)  # what the call leaves in the cache, for the next flush to clear
+            return torch.relu(x) * 1.5
+        torch.manual_seed(7)
+        plan = Plan(fn, 5, [64], _weight_buffers([64], st.device), flush=flush)
+        _draw_weights(plan.weights)
+        out = torch.full((5, WIDTH), float("nan"))
+        _body(st, plan, out)  # type: ignore[arg-type]
+        return out
+
+    plain = run(None)
+    flushed = run(torch.ones(32))
+    assert seen == [True] * 5
+    assert torch.equal(torch.nan_to_num(plain), torch.nan_to_num(flushed)) and not torch.isnan(plain[:, :2]).any()
+    req = P.BurstPrepare(8, "loop", True, False, True)
+    assert P.request_from_wire(P.to_wire(req)) == req and req.flush

@@ -34,7 +34,7 @@ import torch
 
 from cuda_agent.eval import protocol as P
 from cuda_agent.eval.child_state import State, flatten, hijack, make_inputs, seed_all, sync
-from cuda_agent.eval.timing import derive_seed
+from cuda_agent.eval.timing import derive_seed, l2_flush_buffer
 
 DIGESTS_PER_OUTPUT = 2  # independent weight rows: a wrong output slips past one with ~10 % chance, past both ~1 %
 MAX_OUTPUTS = 16  # outputs digested per call
@@ -52,6 +52,7 @@ class Plan:
     weights: list[torch.Tensor | None]
     graph: Any = None
     digests: torch.Tensor | None = None
+    flush: torch.Tensor | None = None  # written before each call: the L2 flush of the event timing
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
@@ -95,8 +96,11 @@ def _draws(st: State, k: int) -> Iterator[list[Any]]:
 
 
 def _body(st: State, plan: Plan, digests: torch.Tensor) -> None:
-    """k calls, each on the next input set, digested into digests[i]: what a graph captures."""
+    """k calls, each on the next input set (then, with a flush buffer, L2 flushed), digested into
+    digests[i]: what a graph captures."""
     for i, x in enumerate(_draws(st, plan.k)):
+        if plan.flush is not None:
+            plan.flush.zero_()
         _digest_into(flatten(plan.fn(*x)), plan.weights, digests[i])
 
 
@@ -219,6 +223,8 @@ def cmd_prepare(st: State, req: P.BurstPrepare) -> dict[str, Any]:
     with torch.no_grad():
         numels = _numels(flatten(fn(*make_inputs(st, derive_seed(req.k, -7)))))
         plan = Plan(fn, req.k, numels, _weight_buffers(numels, st.device))
+        if req.flush and st.device.type == "cuda":
+            plan.flush = l2_flush_buffer(st.device)
         st.bursts[(req.mode, req.k)] = plan
         if not req.graph or st.device.type != "cuda":
             return {"graph": False, "why": "not asked" if not req.graph else "no GPU"}
@@ -246,7 +252,7 @@ def _run(st: State, plan: Plan, salt: int, replays: int) -> torch.Tensor:
             out[r * plan.k:(r + 1) * plan.k].copy_(plan.digests)
         return out
     out = torch.full((replays * plan.k, WIDTH), float("nan"), device=st.device)
-    loop = Plan(plan.fn, replays * plan.k, plan.numels, plan.weights)
+    loop = Plan(plan.fn, replays * plan.k, plan.numels, plan.weights, flush=plan.flush)
     _body(st, loop, out)
     return out
 

@@ -62,6 +62,16 @@ class EvalConfig:
     # bursts as CUDA graphs where the task allows (trusted_time); False: the Python loop everywhere (coarser
     # for short kernels, never less safe). A switch for a GPU or driver where graph capture misbehaves.
     clock_graphs: bool = True
+    # Flush L2 before each call of a burst, as the event timing does (trusted_time: "like with like"). Off
+    # until a GPU session has measured it: on the H100 (2026-12-05) the bursts, whose calls read inputs the
+    # draws had just written (partly still in L2), put an honest memory-bound kernel 3-6 % faster against
+    # torch.compile than the events did, and that disagreement is what a lie can hide in.
+    clock_flush: bool = False
+    # Time the baselines' and the loop's bursts afresh in every evaluation (right after the candidate's process
+    # is killed) instead of once per task and GPU. Off until measured: on two H100s (2026-12-05) one task's
+    # cached torch.compile net differed by 6.7 % (0.0459 vs 0.0489 ms) while each measurement's looks agreed
+    # within 1-3 %, so a cached baseline's drift moves every candidate's verdict on that machine.
+    clock_fresh_baselines: bool = False
     # False only for the red team's runtime lane: static REJECT findings and the post-build symbol check are
     # recorded, not applied, so that the run-time defences (above all the evaluator's clock) are seen alone
     static_gate: bool = True

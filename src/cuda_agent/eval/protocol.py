@@ -104,12 +104,15 @@ class BurstPrepare:
     outputs' sizes and, with `graph` on a GPU, a CUDA graph of the k calls. mode "model": the model as
     loaded; "compiled" (reference): torch.compile of it, warmed up by `Warm`; "loop" (reference): no
     model, the outputs `Warm` kept (the draws and digests alone); "draws" (reference): the inputs
-    themselves, with `verify` (one replay against the eager sequence: are the task's draws graph-safe?)."""
+    themselves, with `verify` (one replay against the eager sequence: are the task's draws graph-safe?).
+    `flush`: before each call the L2 cache is flushed (a write of twice its size), as the event timing
+    does, so that a burst's calls read their inputs from memory as timed calls do (EvalConfig.clock_flush)."""
 
     k: int
     mode: str = "model"
     graph: bool = True
     verify: bool = False
+    flush: bool = False
     cmd: str = "prepare"
 
 

@@ -137,7 +137,8 @@ class BurstRecord:
 
 def _prepare(child: Child, res: EvalResult, cfg: EvalConfig, k: int, mode: str, graph: bool,
              verify: bool = False) -> P.PrepareReply:
-    return ask(child, res, P.BurstPrepare(k, mode, graph, verify), cfg.timing_timeout, "trusted_clock", P.PrepareReply)
+    flush = cfg.clock_flush and cfg.device == "cuda"
+    return ask(child, res, P.BurstPrepare(k, mode, graph, verify, flush), cfg.timing_timeout, "trusted_clock", P.PrepareReply)
 
 
 def _looks(child: Child, res: EvalResult, cfg: EvalConfig, kind: str, k: int, replays: int, mode: str) -> BurstRecord:
@@ -262,8 +263,8 @@ def burst_baselines(ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int,
     cached beside the baselines. None when a side would not capture now (the comparison would not be
     like with like: no milestone can be confirmed)."""
     assert res.eager_timing is not None
-    key = f"burst/{tt.PROTOCOL}/{kind}/{base_key}"
-    if cache is not None and (hit := cache.get(key)) is not None:
+    key = f"burst/{tt.PROTOCOL}/{kind}/{base_key}" + ("/flush" if cfg.clock_flush else "")
+    if cache is not None and not cfg.clock_fresh_baselines and (hit := cache.get(key)) is not None:
         return BaselineLooks.from_dict(hit)
     graph = kind == "graph"
     sides: dict[str, tt.Looks | None] = {}
@@ -308,7 +309,7 @@ def trusted_verdict(res: EvalResult, cfg: EvalConfig, rec: BurstRecord, base: Ba
     assert res.timing is not None and res.eager_timing is not None
     claim = res.timing.median_ms
     res.reported_ms = round(claim, 6)
-    res.trusted_mode = rec.kind
+    res.trusted_mode = rec.kind + ("+flush" if cfg.clock_flush and cfg.device == "cuda" else "")
     if base is None:
         v = tt.Verdict("unconfirmed", claim, claim, {}, False, False,
                        "the evaluator's clock could not time the baselines like the candidate: no milestone is confirmed",

@@ -49,8 +49,12 @@ What a candidate that fully controls its process can and cannot do:
   request: both come from a salt it sees only then (graph replay reads it on the device). It
   cannot skip calls unseen: `SAMPLE` calls, picked after it replied, are digested by the
   reference; a fraction f skipped goes unnoticed with probability about (1 - 0.99 f) ** SAMPLE.
-- It can lie about its event time by up to the tolerance (at most TOL_CAP) and keep it. The
-  measured leak per kernel size is in docs/throughput.md ("the evaluator's clock").
+- It can lie about its event time by up to the tolerance (at most TOL_CAP) plus however far the
+  clock and the events disagree for its kernel, and keep it. Measured (H100, 2026-12-05,
+  docs/throughput.md "the evaluator's clock"): on a memory-bound 46 us kernel the two disagreed by
+  3-6 % (the burst's inputs partly in L2, the events' flushed; cached baseline bursts drifting), so a
+  5 % lie stood while 10-20 % lies gained nothing. `EvalConfig.clock_flush` and
+  `clock_fresh_baselines` are the candidate cures, off until a GPU session has measured them.
 - It can make its looks uneven: that widens tol (up to TOL_CAP), never moves its fastest look.
 - Remaining leaks, stated: (1) work the harness does inside the candidate's process (the draws
   and the digests) could be fused into the candidate's own kernels by a candidate that replaces
