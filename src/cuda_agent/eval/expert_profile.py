@@ -90,6 +90,8 @@ class ExpertProfile:
     call_verdict: str = ""
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    raw_ncu: str = ""  # ncu's last output (bounded), for a capture to keep; not shown in the text
+    phases_s: dict[str, float] = field(default_factory=dict)  # compiler, build, ceilings, ncu, events
 
     def text(self, max_lines: int = 40, max_kernels: int = 5) -> str:
         return render(self, max_lines, max_kernels)
@@ -338,14 +340,18 @@ def _profile(workdir: Path, task: Any, st: ProfileSettings) -> ExpertProfile:
         staged = stage(workdir, tmp / "ws", task)
         gpu = gpu_mod.detect()
         arch = gpu.capability if gpu else (gpu_mod.arch_from_env() or "9.0")
+        t = time.monotonic()
         resources = compile_report(staged.root, toolchain(arch).nvcc_cmd, timeout_s=min(60.0, st.timeout_s / 2))
+        p.phases_s["compiler"] = round(time.monotonic() - t, 2)
         if resources.note:
             p.notes.append(f"compiler report: {resources.note}")
         if gpu is None:
             p.counters = "not available: no CUDA GPU visible here (compiler report only)"
             p.kernels = views_from_compiler(resources)
             return p
+        t = time.monotonic()
         b = build(staged.root, cache_root() / "build", arch=arch, timeout=max(st.timeout_s - 10, 10))
+        p.phases_s["build"] = round(time.monotonic() - t, 2)
         if not b.ok or b.so_path is None:
             p.counters = "not available: the candidate does not build (run compile)"
             p.kernels = views_from_compiler(resources)
@@ -360,14 +366,20 @@ def _profile(workdir: Path, task: Any, st: ProfileSettings) -> ExpertProfile:
         with gpu_lock.exclusive(gpu.key, st.gpu_lock_wait_s) as held:
             if not held.exclusive:
                 p.notes.append("ran without the GPU's timing lock (another evaluation held it too long)")
+            t = time.monotonic()
             p.ceilings, p.ceilings_note = _ceilings(s, gpu.name, cache_root() / "profile")
-            rows, why = _counters(s, load) if st.use_ncu else ([], "off in the settings")
+            p.phases_s["ceilings"] = round(time.monotonic() - t, 2)
+            t = time.monotonic()
+            rows, why = _counters(s, load, p) if st.use_ncu else ([], "off in the settings")
+            p.phases_s["ncu"] = round(time.monotonic() - t, 2)
             if rows:
                 p.counters = f"ncu --clock-control none (clocks untouched), {len(rows)} launch(es) profiled"
                 p.kernels = views_from_counters(rows, resources, p.ceilings, staged.task.precision)
             else:
                 p.counters = f"not available: {why}; below: event times (torch.profiler) and the compiler's report"
+                t = time.monotonic()
                 ran, reply = s.child("kernels", load)
+                p.phases_s["events"] = round(time.monotonic() - t, 2)
                 if reply and reply.get("ok"):
                     p.kernels = views_from_events(_event_rows(reply), resources)
                     p.call_ms = _finite(reply.get("call_ms"))
@@ -383,13 +395,14 @@ def _finite(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and 0 <= v < 1e18 else None
 
 
-def _counters(s: _Session, load: list[str]) -> tuple[list[ncu_mod.KernelCounters], str]:
+def _counters(s: _Session, load: list[str], p: ExpertProfile) -> tuple[list[ncu_mod.KernelCounters], str]:
     tool = ncu_mod.find_ncu()
     if tool is None:
         return [], "ncu (Nsight Compute) is not installed here"
     why = ""
     for metrics in (ncu_mod.METRICS, ncu_mod.CORE_METRICS):
         ran, reply = s.child("run", load, prefix=ncu_mod.ncu_command(tool, [], metrics))
+        p.raw_ncu = ran.output[-100_000:]
         rows = ncu_mod.parse_csv(ran.output)
         if rows:
             return rows, ""
