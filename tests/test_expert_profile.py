@@ -22,6 +22,7 @@ import pytest
 
 from cuda_agent.eval import expert_profile as ep
 from cuda_agent.eval import profile_ncu as ncu
+from cuda_agent.eval import profile_resources
 from cuda_agent.eval import profile_roofline as roof
 from cuda_agent.eval.profile_resources import ResourceReport, compile_report, ptxas_report, short_name
 
@@ -153,7 +154,7 @@ def _nvcc_cmd(src: Path, obj: Path, root: Path) -> list[str]:
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_compiler_report_from_a_real_nvcc_build(tmp_path):
+def test_compiler_report_from_a_real_nvcc_build(tmp_path, monkeypatch):
     (tmp_path / "kernels").mkdir()
     (tmp_path / "kernels" / "k.cu").write_text(KERNELS)
     rep = compile_report(tmp_path, _nvcc_cmd, timeout_s=120)
@@ -164,11 +165,28 @@ def test_compiler_report_from_a_real_nvcc_build(tmp_path):
     assert sp.registers <= 32 and sp.spill_stores > 0 and sp.spill_loads > 0  # __launch_bounds__(1024, 2) forces it
     text = ep.ExpertProfile(counters="not available: test", kernels=ep.views_from_compiler(rep)).text()
     assert "SPILLS" in text and "spill" in text and "smem 1 KiB static" in text
+    # cached per unit: the second report compiles nothing; an edit compiles again
+    cache = tmp_path / "ptxas"
+    compile_report(tmp_path, _nvcc_cmd, timeout_s=120, cache_dir=cache)
+    assert len(list(cache.glob("*.txt"))) == 1
+
+    def no_compiler(*a, **k):
+        raise OSError(2, "no compiler in this part of the test")
+
+    monkeypatch.setattr(profile_resources.subprocess, "run", no_compiler)
+    again = compile_report(tmp_path, _nvcc_cmd, cache_dir=cache)
+    assert again.kernels.keys() == rep.kernels.keys() and again.note == ""  # no nvcc was run
+    (tmp_path / "kernels" / "k.cu").write_text(KERNELS.replace("a * x[i]", "a * x[i] + 1.0f"))
+    assert "nvcc could not run" in compile_report(tmp_path, _nvcc_cmd, cache_dir=cache).note
 
 
 def test_compiler_report_without_nvcc_or_kernels_says_so(tmp_path):
     assert "no kernels/*.cu" in compile_report(tmp_path, _nvcc_cmd).note
     (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "host.cu").write_text("int host_only() { return 1; }\n")
+    if NVCC is not None:  # a unit with no kernel (cuBLAS calls only, like linear_bias_relu) says so
+        assert "no __global__ kernel" in compile_report(tmp_path, _nvcc_cmd, timeout_s=120).note
+    (tmp_path / "kernels" / "host.cu").unlink()
     (tmp_path / "kernels" / "k.cu").write_text(KERNELS)
     rep = compile_report(tmp_path, lambda s, o, r: ["/nonexistent/nvcc", str(s)], timeout_s=5)
     assert rep.kernels == {} and "nvcc could not run" in rep.note

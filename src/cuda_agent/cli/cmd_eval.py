@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cuda_agent.cli.argtypes import at_least
+from cuda_agent.cli.argtypes import BASELINES_HELP, at_least, baseline_names
 from cuda_agent.cli.main import UsageError
 from cuda_agent.cli.phase_display import enabled_for, showing_phases
 
@@ -29,6 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="rebuild, re-time baselines, do not reuse results")
     p.add_argument("--fresh", action="store_true", help="evaluate again even if this exact candidate was scored before")
     p.add_argument("--timed-calls", type=at_least(3), default=None, help="timed calls per round (default 50)")
+    p.add_argument("--baselines", type=baseline_names, default=None, help=BASELINES_HELP)
     p.add_argument("--expert", action="store_true",
                    help="after a profile, add the expert profile: per kernel duration, DRAM and SM throughput against "
                         "the GPU's measured ceilings, occupancy, registers, spills, shared memory, top stalls (ncu where "
@@ -46,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = EvalConfig(use_cache=not args.no_cache, reuse_results=not (args.no_cache or args.fresh), sanitize=args.sanitize)
     if args.timed_calls is not None:
         cfg.n_timed = args.timed_calls
+    if args.baselines:
+        cfg.baselines = args.baselines
     task = Task.from_file(args.task) if args.task else None
     _start_children_early(cfg, task, args.phase, single_file=bool(args.solution))
     if args.solution:

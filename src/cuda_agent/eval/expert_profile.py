@@ -341,7 +341,8 @@ def _profile(workdir: Path, task: Any, st: ProfileSettings) -> ExpertProfile:
         gpu = gpu_mod.detect()
         arch = gpu.capability if gpu else (gpu_mod.arch_from_env() or "9.0")
         t = time.monotonic()
-        resources = compile_report(staged.root, toolchain(arch).nvcc_cmd, timeout_s=min(60.0, st.timeout_s / 2))
+        resources = compile_report(staged.root, toolchain(arch).nvcc_cmd, timeout_s=min(60.0, st.timeout_s / 2),
+                                   cache_dir=cache_root() / "profile" / "ptxas")
         p.phases_s["compiler"] = round(time.monotonic() - t, 2)
         if resources.note:
             p.notes.append(f"compiler report: {resources.note}")

@@ -21,6 +21,8 @@ thread, not how often the spilled code runs. Standard library only.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -93,7 +95,20 @@ def cuobjdump_report(text: str) -> dict[str, Resources]:
     return out
 
 
-def compile_report(root: Path, nvcc_cmd: Callable[[Path, Path, Path], list[str]], timeout_s: float = 60.0) -> ResourceReport:
+def _unit_key(cmd: list[str], root: Path) -> str:
+    """The command (scratch paths out) and every file under kernels/ (its local headers): a unit's report
+    is reused only for the same text and flags."""
+    h = hashlib.sha256(" ".join(a for a in cmd if "cuda-agent-ptxas-" not in a).encode())
+    for f in sorted((root / "kernels").rglob("*")):
+        if f.is_file():
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:24]
+
+
+def compile_report(root: Path, nvcc_cmd: Callable[[Path, Path, Path], list[str]], timeout_s: float = 60.0,
+                   cache_dir: Path | None = None) -> ResourceReport:
+    """`cache_dir`: each unit's report kept there by `_unit_key` (a profile per agent turn recompiles nothing
+    that did not change)."""
     t0 = time.monotonic()
     rep = ResourceReport(source="nvcc -Xptxas -v")
     units = sorted((root / "kernels").glob("*.cu")) if (root / "kernels").is_dir() else []
@@ -103,11 +118,15 @@ def compile_report(root: Path, nvcc_cmd: Callable[[Path, Path, Path], list[str]]
     problems = []
     with tempfile.TemporaryDirectory(prefix="cuda-agent-ptxas-") as tmp:
         for src in units:
+            cmd = [*nvcc_cmd(src, Path(tmp) / f"{src.stem}.o", root), "-Xptxas", "-v"]
+            hit = cache_dir / f"{_unit_key(cmd, root)}.txt" if cache_dir is not None else None
+            if hit is not None and hit.is_file():
+                rep.kernels.update(ptxas_report(hit.read_text()))
+                continue
             left = timeout_s - (time.monotonic() - t0)
             if left <= 1:
                 problems.append(f"{src.name}: out of time")
                 continue
-            cmd = [*nvcc_cmd(src, Path(tmp) / f"{src.stem}.o", root), "-Xptxas", "-v"]
             try:
                 r = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=left)
             except subprocess.TimeoutExpired:
@@ -118,7 +137,14 @@ def compile_report(root: Path, nvcc_cmd: Callable[[Path, Path, Path], list[str]]
                 break
             if r.returncode != 0:
                 problems.append(f"{src.name}: nvcc failed (exit {r.returncode})")
+            elif hit is not None:
+                hit.parent.mkdir(parents=True, exist_ok=True)
+                tmp_hit = hit.with_suffix(f".{os.getpid()}.tmp")
+                tmp_hit.write_text(r.stdout + r.stderr)
+                tmp_hit.replace(hit)
             rep.kernels.update(ptxas_report(r.stdout + r.stderr))
+    if not rep.kernels and not problems:
+        problems.append("kernels/*.cu define no __global__ kernel (library calls only: their kernels show under ncu)")
     rep.note = "; ".join(problems)
     rep.seconds = time.monotonic() - t0
     return rep
