@@ -3,7 +3,8 @@
 Run from the repository root: `bash scripts/gpu_issue32.sh` (sets PYTHONPATH=src). For each of
 gelu_chain (memory-bound elementwise) and linear_bias_relu (a cuBLASLt GEMM plus an epilogue
 kernel): a workspace from the bundled solution, one evaluation (`--phase profile`, which builds and
-warms the caches), then the expert profile three times: the first measures the GPU's ceilings (once
+warms the caches), one more with `--baselines all` (item 2: speedups against eager, torch.compile,
+max-autotune-no-cudagraphs and a CUDA-graph replay, and vs the best), then the expert profile three times: the first measures the GPU's ceilings (once
 per GPU model; the cache is cleared first), the next two are what an agent pays per call. Writes
 each profile's text, its phases and ncu's raw output under $OUT/issue32/ (the raw output is the real
 capture that should replace tests/fixtures/ncu/raw_page.csv), and prints a table last.
@@ -40,7 +41,7 @@ def main() -> int:
         v = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60)
         print((v.stdout + v.stderr).strip().splitlines()[-1] if (v.stdout + v.stderr).strip() else "ncu --version: nothing")
     shutil.rmtree(cache_root() / "profile", ignore_errors=True)  # the first profile measures the ceilings
-    rows = []
+    rows, speed_rows = [], []
     for name, kind in EXAMPLES:
         ex = ROOT / "examples" / name
         ws = init_workspace(Task.from_file(ex / "task.py"), work / name, force=True)
@@ -52,6 +53,20 @@ def main() -> int:
         lines = [ln for ln in ev.stdout.splitlines() if ln.startswith("{")]
         res = json.loads(lines[-1]) if lines else {"status": f"no JSON (exit {ev.returncode}): {ev.stderr[-300:]}"}
         (out / f"{name}.eval.json").write_text(json.dumps(res, indent=1))
+        # item 2: the same candidate against every baseline (max-autotune's autotuning: minutes on a cold cache)
+        t1 = time.monotonic()
+        evb = subprocess.run([sys.executable, "-m", "cuda_agent", "eval", str(ws), "--json", "--fresh", "--baselines", "all"],
+                             capture_output=True, text=True, timeout=1200)
+        lines_b = [ln for ln in evb.stdout.splitlines() if ln.startswith("{")]
+        resb = json.loads(lines_b[-1]) if lines_b else {"status": f"no JSON (exit {evb.returncode}): {evb.stderr[-300:]}"}
+        (out / f"{name}.eval_all_baselines.json").write_text(json.dumps(resb, indent=1))
+        from cuda_agent.eval import baseline_set
+
+        best = baseline_set.best(resb)
+        speed_rows.append((name, resb.get("status"), resb.get("reward"), resb.get("time_ms"),
+                           {k: round(v, 3) for k, v in baseline_set.speedups(resb).items()},
+                           best[0] if best else None, baseline_set.speedup_vs_best(resb), round(time.monotonic() - t1, 1),
+                           [f["rule"] for f in resb.get("findings") or [] if f.get("rule", "").startswith("baseline-")]))
         for run in (1, 2, 3):
             p = profile_workspace(ws, settings=ProfileSettings(timeout_s=300))
             text = p.text()
@@ -68,7 +83,11 @@ def main() -> int:
           "| lines | top verdict")
     for r in rows:
         print(" | ".join(str(x) for x in r))
-    (out / "table.json").write_text(json.dumps(rows, indent=1))
+    print("\nexample | status | reward | time_ms | speedup per baseline | best baseline | vs best | eval wall s | "
+          "baseline failures")
+    for r in speed_rows:
+        print(" | ".join(str(x) for x in r))
+    (out / "table.json").write_text(json.dumps({"profile": rows, "baselines": speed_rows}, indent=1))
     return 0
 
 

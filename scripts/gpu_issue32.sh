@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 32 on a GPU (H200), in about 5 minutes: the expert profile (ncu counters, compiler report,
+# Issue 32 on a GPU (H200), in about 5-10 minutes: each example also evaluated with --baselines all; the expert profile (ncu counters, compiler report,
 # roofline verdicts) on a memory-bound example (gelu_chain) and a GEMM (linear_bias_relu), three
 # profiles each after one evaluation (the first measures the GPU's ceilings), the seconds each adds,
 # and ncu's raw CSV saved under $OUT/issue32/ (default ./out) to replace the modelled test fixture.

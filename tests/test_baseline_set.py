@@ -91,3 +91,21 @@ def test_bench_report_without_extra_baselines_is_unchanged(tmp_path):
     store.finish("a", "level1")
     rep = build_report(run)
     assert not rep.has_best and "vs the best baseline" not in markdown(rep)
+
+
+@pytest.mark.slow
+def test_cpu_lane_times_an_extra_baseline_and_caches_it(tmp_path, cache_env):
+    """The plumbing end to end on the CPU lane: Time.variant reaches the reference child, whose CUDA-graph
+    replay falls back to eager there; the figure is reported, cached per baseline, and the reward is the
+    paper's. (The CUDA graph itself and max-autotune need a GPU.)"""
+    from test_pipeline_cpu import cpu_cfg, make_ws
+
+    from cuda_agent.eval.api import evaluate_workspace
+
+    ws = make_ws(tmp_path)
+    r = evaluate_workspace(ws, config=cpu_cfg(baselines=("eager", "compile", "cuda-graph")))
+    assert r.status is Status.OK, r.message + r.log
+    assert r.baselines_ms.get("cuda-graph", 0) > 0 and "baseline_cuda-graph" in r.phases_s
+    assert "CUDA graph:" in result_text(r) and "vs best baseline" in result_text(r)
+    again = evaluate_workspace(ws, config=cpu_cfg(baselines=("eager", "compile", "cuda-graph"), reuse_results=False))
+    assert again.baselines_ms["cuda-graph"] == r.baselines_ms["cuda-graph"] and "baseline_cuda-graph" not in again.phases_s
