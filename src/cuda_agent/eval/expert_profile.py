@@ -310,7 +310,7 @@ def _ceilings(s: _Session, gpu_name: str, root: Path) -> tuple[roof.Ceilings | N
     ran, reply = s.child("ceilings", [], cap_s=90.0)
     c = roof.from_child(gpu_name, reply) if reply and reply.get("ok") else None
     if c is None:
-        why = ran.why or (str(reply.get("error"))[:160] if reply else f"no reply (exit {ran.returncode})")
+        why = ran.why or (str(reply.get("error"))[:160] if reply else f"no reply (exit {ran.returncode}{_last(ran.output)})")
         return None, f"not measured ({why}); verdicts use ncu's own peaks"
     roof.store(c, root)
     return c, f", measured now in {ran.seconds:.0f} s and cached"
@@ -386,10 +386,16 @@ def _profile(workdir: Path, task: Any, st: ProfileSettings) -> ExpertProfile:
                     p.call_ms = _finite(reply.get("call_ms"))
                     p.call_verdict = roof.call_verdict(p.call_ms, _int(_finite(reply.get("bytes_moved"))), p.ceilings)
                 else:
-                    err = ran.why or (str(reply.get("error"))[:200] if reply else f"exit {ran.returncode}, no reply")
+                    err = ran.why or (str(reply.get("error"))[:200] if reply else f"exit {ran.returncode}, no reply{_last(ran.output)}")
                     p.notes.append(f"event times: the candidate did not run under the profiler ({err})")
                     p.kernels = views_from_compiler(resources)
     return p
+
+
+def _last(output: str) -> str:
+    """The last line a child printed (its error, where it died before writing a reply), for a note."""
+    tail = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    return f": {tail[-1][:160]}" if tail else ""
 
 
 def _finite(v: Any) -> float | None:
