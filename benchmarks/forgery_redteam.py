@@ -94,7 +94,7 @@ def _evaluate(task: str, factor: float | None, how: str, root: str, task_file: s
     # --clock (through the environment, so that pool workers see it): the clock's opt-in settings
     opts = set(os.environ.get("FORGERY_CLOCK", "").split(","))
     cfg = EvalConfig(reuse_results=False, retry_unstable=0, clock_flush="flush" in opts,
-                     clock_fresh_baselines="fresh" in opts)
+                     clock_fresh_baselines="fresh" in opts, clock_digest="rank1" if "rank1" in opts else "dense")
     if how == "switch" and factor is not None:
         os.environ["CUDA_AGENT_TEST_HIJACK"] = f"fake_time={factor}"
         factor_files = None
@@ -164,7 +164,7 @@ def main() -> int:
     ap.add_argument("--honest", type=int, default=None, help="honest runs per task (default: --runs)")
     ap.add_argument("--no-static", action="store_true", help="skip the every-gate-on row (the CPU tests cover it)")
     ap.add_argument("--clock", default="", help="comma-separated opt-ins of the evaluator's clock: flush "
-                    "(EvalConfig.clock_flush), fresh (EvalConfig.clock_fresh_baselines)")
+                    "(EvalConfig.clock_flush), fresh (EvalConfig.clock_fresh_baselines), rank1 (EvalConfig.clock_digest)")
     args = ap.parse_args()
     os.environ["FORGERY_CLOCK"] = args.clock
     factors = tuple(args.factors) if args.factors else (0.9, 0.8, 0.5) if args.quick else FACTORS

@@ -40,8 +40,9 @@
 #       examples (gpu_check, no faults, no red team)                                    ~9 min
 #   X2: the forgery red team in full (8 factors x native/switch x 3 runs, honest x3, 3 sharing) ~9.5 min
 #   X3: the leak per kernel size, the red team (gpu_check, no examples), the defences' cost (O) ~9.5 min
-#   X4: the clock's bias against the events, A/B over its opt-ins (none, flush, fresh, flush+fresh): honest x3
-#       and forgers at 0.95/0.9 on relu_scale, then linear_relu under none and flush+fresh       ~8 min
+#   X4: the clock's bias against the events, A/B over its opt-ins (EvalConfig.clock_flush, clock_fresh_baselines,
+#       clock_digest="rank1"; none, each alone, all three): honest x3 and forgers at 0.95/0.9 on relu_scale ~8 min
+#   X5: linear_relu the same way under none and all three, then the leak per kernel size under all three ~9 min
 # pytest -m gpu needs the openai wheels and J's RL smoke TRL's: make .whl with scripts/device-wheels.sh
 # (registry access needed) and carry it.
 set -uo pipefail
@@ -123,15 +124,16 @@ case "${1:-}" in
   X3) timeout 240 python3 benchmarks/clock_leak.py --out "$OUT/leak.json" 2>&1 | quiet | grep -v '^{' | tail -8
       timeout 220 bash scripts/gpu-check.sh --skip-examples --skip-faults --skip-pytest --jobs 8 2>&1 | quiet | tail -30
       timeout 100 bash "$0" O ;;
-  X4) for c in "" flush fresh flush,fresh; do
+  X4) for c in "" flush fresh rank1 flush,fresh,rank1; do
         echo "== clock opt-ins: ${c:-none}"
-        timeout 100 python3 benchmarks/forgery_redteam.py --tasks relu_scale --honest 3 --runs 1 --factors 0.95 0.9 \
+        timeout 95 python3 benchmarks/forgery_redteam.py --tasks relu_scale --honest 3 --runs 1 --factors 0.95 0.9 \
           --no-static --shared 0 --clock "$c" --out "$OUT/x4-relu-${c:-none}.json" 2>&1 | quiet | grep -v '^{' | tail -9
-      done
-      for c in "" flush,fresh; do
-        echo "== linear_relu, clock opt-ins: ${c:-none}"
-        timeout 70 python3 benchmarks/forgery_redteam.py --tasks linear_relu --honest 2 --runs 1 --factors 0.9 \
-          --no-static --shared 0 --clock "$c" --out "$OUT/x4-lin-${c:-none}.json" 2>&1 | quiet | grep -v '^{' | tail -7
       done ;;
-  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|O|Q|R|V|K3|P|X1|X2|X3|X4" >&2; exit 2 ;;
+  X5) for c in "" flush,fresh,rank1; do
+        echo "== linear_relu, clock opt-ins: ${c:-none}"
+        timeout 100 python3 benchmarks/forgery_redteam.py --tasks linear_relu --honest 3 --runs 1 --factors 0.95 0.9 \
+          --no-static --shared 0 --clock "$c" --out "$OUT/x5-lin-${c:-none}.json" 2>&1 | quiet | grep -v '^{' | tail -7
+      done
+      timeout 330 python3 benchmarks/clock_leak.py --clock flush,fresh,rank1 --out "$OUT/x5-leak.json" 2>&1 | quiet | grep -v '^{' | tail -8 ;;
+  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|O|Q|R|V|K3|P|X1|X2|X3|X4|X5" >&2; exit 2 ;;
 esac

@@ -248,6 +248,28 @@ def test_the_reply_reserve_is_capped_to_a_share_of_a_small_context(tmp_path):
     assert traj.header["budget"]["first_prompt_tokens"] + 512 < 8192 - 2048
 
 
+def test_each_reply_is_capped_to_the_reserve_unless_reply_tokens_says(tmp_path):
+    # llama-cpp-python asked for no max_tokens fills its whole window: 4,828 tokens, 643 s on a CPU, past the timeout
+    s, srv, traj = episode(tmp_path, [reply(None, [call("finish")])], cfg=AgentConfig(context_tokens=8192, bash_timeout_s=10))
+    assert s.reason == "finished" and srv.requests[0]["max_tokens"] == 2048 == traj.header["budget"]["reply_cap"]
+    s, srv, traj = episode(tmp_path / "b", [reply(None, [call("finish")])], max_tokens=300,
+                           cfg=AgentConfig(context_tokens=8192, reply_reserve_tokens=300, bash_timeout_s=10))
+    assert srv.requests[0]["max_tokens"] == 300 and traj.header["budget"]["reply_cap"] is None
+
+
+def test_a_server_that_refuses_max_tokens_gets_no_cap(tmp_path):
+    said = []
+    refusal = error(400, "Unsupported parameter: 'max_tokens' is not supported with this model.")
+    with serving([refusal, reply(None, [call("finish")])]) as srv:
+        client = ChatClient(ClientConfig(model="fake", base_url=srv.base_url), sleep=lambda s: None, notify=said.append)
+        s = run_episode(Task.from_source(TASK, "relu2"), tmp_path / "run", client, AgentConfig(bash_timeout_s=10),
+                        evaluator=FakeEvaluator([]))
+    assert s.reason == "finished" and [("max_tokens" in r) for r in srv.requests] == [True, False]
+    assert len(said) == 1 and "refused max_tokens 8192" in said[0], said
+    note = next(n for n in load_trajectory(tmp_path / "run").notes if n["kind"] == "budget")
+    assert note["reply_cap"] is None and "not supported" in note["why"]
+
+
 def test_the_servers_window_sets_and_caps_the_budget(tmp_path):
     with serving([reply(None, [call("finish")])] * 2, window=16000) as srv:
         client = ChatClient(ClientConfig(model="fake", base_url=srv.base_url), sleep=lambda s: None)

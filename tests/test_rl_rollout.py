@@ -116,3 +116,12 @@ def test_replay_renders_stored_messages_with_assistant_turns_unmasked(tok):
         {"tool_calls": [{"type": "function", "function": {"name": "read", "arguments": {"path": "model.py"}}}]}
         if m.get("tool_calls") else {})} for m in msgs[:5]])
     assert full[: len(s.ids)] == s.ids and tok.decode(full[len(s.ids):]).strip() == ""
+
+
+@pytest.mark.parametrize("replies,ended", [([hermes("frobnicate")] * 5, "ended_malformed_calls"),
+                                           (["I will think about it."] * 5, "ended_no_tool_call")])
+def test_the_early_ends_are_in_the_per_trajectory_metrics(tok, tmp_path, replies, ended):
+    r, server, _ = run(tok, replies, tmp_path=tmp_path)
+    assert r.reason == ended.removeprefix("ended_") and r.metrics["turns"] == 3 == len(server.sampled)
+    assert r.metrics[ended] == 1.0 and sum(r.metrics[k] for k in ("ended_malformed_calls", "ended_no_tool_call")) == 1.0
+    assert r.metrics["malformed_calls"] == (3 if ended == "ended_malformed_calls" else 0)

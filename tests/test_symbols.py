@@ -80,6 +80,10 @@ ROUTES = [
      "typedef int cudaError_t;\ntypedef struct CUevent_st* cudaEvent_t;\n#endif\n"
      'extern "C" cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) { *ms = 0.04f; return (cudaError_t)0; }\n',
      (), "cudaEventElapsedTime"),
+    ("inline-asm-call", 'int forward_hook() { asm volatile("call PyRun_SimpleString" ::: "memory"); return 0; }\n', (),
+     "PyRun_SimpleString"),
+    ("inline-asm-got", 'void* forward_hook() { void* p; asm("movq PyEval_GetGlobals@GOTPCREL(%%rip), %0" : "=r"(p)); return p; }\n',
+     (), "PyEval_GetGlobals"),
     ("linker-wrap", 'extern "C" int __real_cudaEventElapsedTime(float*, void*, void*);\n'
      'extern "C" int __wrap_cudaEventElapsedTime(float* ms, void* a, void* b) { return __real_cudaEventElapsedTime(ms, a, b); }\n',
      (), "__real_cudaEventElapsedTime"),

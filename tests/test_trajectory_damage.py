@@ -12,7 +12,7 @@ import pytest
 from cuda_agent.agent.trajectory import FORMAT, load_trajectory
 from cuda_agent.bench.report_pages import episode_page
 from cuda_agent.cli.main import main
-from cuda_agent.rl.rft import filter_runs
+from cuda_agent.rl.rft import filter_runs, sft_row, vp_row
 
 HEADER = {"type": "header", "format": FORMAT, "task": {"name": "relu2", "hash": "abc"}, "model": "m", "tools": [],
           "config": {"max_no_tool": 3, "max_malformed": 3}}
@@ -114,3 +114,38 @@ def test_a_cut_last_line_is_still_a_truncated_run_not_damage(tmp_path):
     (run / "trajectory.jsonl").write_text(lines(*good_run()[:-1]) + '{"type": "end", "rea')
     t = load_trajectory(run)
     assert t.truncated and not t.damaged and not t.complete
+
+
+def _with(i: int, **fields) -> list:
+    recs = good_run()
+    recs[i] = {**recs[i], **fields}
+    return recs
+
+
+# records whose type and shape are right but a field the readers format is not: found by mutating every field
+# of a good run (report page: AttributeError / ValueError; RFT: KeyError, StopIteration, TypeError)
+ODD_FIELDS = {
+    "usage_a_number": _with(3, usage=5),
+    "latency_text": _with(3, latency_s="slow"),
+    "reasoning_a_number": _with(3, reasoning=7),
+    "elapsed_null": _with(4, elapsed_s=None),
+    "speedup_text": _with(5, result={**RESULT, "speedup_vs_compile": "fast"}),
+    "reward_text": _with(6, reward="high"),
+    "no_task": [{k: v for k, v in HEADER.items() if k != "task"}, *good_run()[1:]],
+    "no_assistant": [r for r in good_run() if r.get("message", {}).get("role") != "assistant"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ODD_FIELDS))
+def test_fields_of_the_wrong_type_render_in_every_reader(tmp_path, capsys, name):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "trajectory.jsonl").write_text(lines(*ODD_FIELDS[name]))
+    assert main(["show", str(run)]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    assert "<h2 id=end>End</h2>" in episode_page(run / "trajectory.jsonl", "../report.html")
+    kept, verdicts = filter_runs([run])
+    if name in ("reward_text", "no_assistant"):  # an end record that cannot be read, or nothing the model said
+        assert not kept, verdicts[0]
+    for p, t in kept:
+        assert sft_row(t, p)["messages"] and vp_row(t, p, 0)["prompt"]

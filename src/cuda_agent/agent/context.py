@@ -17,8 +17,9 @@ reported prompt_tokens showed on the last call (`calibrate`).
 `plan_budget` turns the settings into numbers that add up before a run starts:
 the budget is `--context`, else the window the server reports, else 131,072
 (and never more than a reported window); the reply reserve is `--reply-tokens`
-when given (the server is asked for at most that many), else 8,192 capped to a
-quarter of the budget and, when the first prompt leaves less, what it leaves. A
+when given, else 8,192 capped to a quarter of the budget and, when the first
+prompt leaves less, what it leaves (a local server is asked for at most the
+reserve per reply either way: `loop.run_episode`). A
 budget that cannot hold the first prompt plus a reply of `MIN_REPLY_TOKENS`
 (or of `--reply-tokens`) raises `BudgetError`, whose message names the numbers
 and the setting to change.

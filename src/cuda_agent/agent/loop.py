@@ -8,7 +8,9 @@ Contract of `run_episode`:
   `context_tokens`, else the window the client reports, the reply reserve capped
   to a share of it); a budget that cannot hold the first prompt plus a minimal
   reply raises `BudgetError` and leaves no run behind (the workspace it laid out
-  is removed), so a caller can report a usage error.
+  is removed), so a caller can report a usage error. A client on a local
+  endpoint without its own max_tokens is asked to cap each reply to the reserve
+  (`ChatClient.reply_cap`).
 - Ends cleanly, with an end record and the best candidate kept, on the
   environment's reasons, finish ("finished"), the turn limit ("max_turns"),
   `max_no_tool` replies in a row without a tool call ("no_tool_call") and
@@ -110,6 +112,8 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
         _remove_fresh(run, start.workspace, fresh)
         raise
     ctx.budget_tokens, ctx.reserve_tokens = budget.context_tokens, budget.reserve_tokens
+    if client.config.max_tokens is None and client.config.base_url:
+        client.reply_cap = budget.reserve_tokens  # a reply never outgrows the room kept for it
     header = {
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "cuda_agent": __version__,
@@ -119,7 +123,7 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
         "base_url": client.config.base_url,  # never the key
         "tool_mode": client.config.tool_mode,
         "config": asdict(cfg),
-        "budget": _budget_record(budget),
+        "budget": {**_budget_record(budget), "reply_cap": client.reply_cap},
         "sandbox": env.shell_level,
         "tools": schemas,
         **(header_extra or {}),
@@ -130,7 +134,7 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
     for m in messages:
         log.message(m, 0)
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    turn, switches_seen, retries_seen, checked = 0, 0, 0, False
+    turn, switches_seen, retries_seen, checked, cap_said = 0, 0, 0, False, False
     reason, error = "", None
     notes = [env.shell_note] if env.shell_level != "full" else []
     notes += budget.notes
@@ -160,7 +164,7 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
             try:
                 comp = client.complete(messages, schemas)
             except LLMError as e:
-                if e.kind == "context_length" and _shrink_to_named_window(ctx, str(e), cfg):
+                if e.kind == "context_length" and _shrink_to_named_window(ctx, str(e), cfg, client):
                     log.note("budget", turn, context_tokens=ctx.budget_tokens, reserve_tokens=ctx.reserve_tokens, why=str(e))
                 forced = ctx.fit(messages, force=True) if e.kind == "context_length" else []
                 if forced:  # the server counts differently from our estimate: elide more and retry
@@ -177,6 +181,9 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
                 for line in client.retries_log[retries_seen:]:
                     log.note("retry", turn, message=line)
                 switches_seen, retries_seen = len(client.mode_switches), len(client.retries_log)
+                if client.cap_refused and not cap_said:
+                    log.note("budget", turn, reply_cap=None, why=f"the server refused max_tokens: {client.cap_refused}")
+                    cap_said = True
             turn += 1
             u, estimated = _usage_of(comp, messages, ctx)
             if not estimated:
@@ -227,7 +234,7 @@ def _full_message(ctx: ContextManager, messages: list[dict[str, Any]]) -> str:
             f"budget of {ctx.budget_tokens:,} less {ctx.reserve_tokens:,} kept for the reply (--context)")
 
 
-def _shrink_to_named_window(ctx: ContextManager, text: str, cfg: AgentConfig) -> bool:
+def _shrink_to_named_window(ctx: ContextManager, text: str, cfg: AgentConfig, client: ChatClient) -> bool:
     """Take a smaller window the server named in its context-length error as the budget; True when it changed."""
     named = window_from_error(text)
     if not named or named >= ctx.budget_tokens:
@@ -235,6 +242,8 @@ def _shrink_to_named_window(ctx: ContextManager, text: str, cfg: AgentConfig) ->
     ctx.budget_tokens = named
     if cfg.reply_reserve_tokens is None:
         ctx.reserve_tokens = min(ctx.reserve_tokens, int(named * REPLY_SHARE))
+        if client.reply_cap:
+            client.reply_cap = ctx.reserve_tokens
     return True
 
 

@@ -194,4 +194,6 @@ def _shape_error(r: Any) -> str | None:
     elif kind == "end":
         if not isinstance(r.get("usage", {}), dict):
             return "end record whose usage is not an object"
+        if not isinstance(r.get("reward"), int | float | None):
+            return "end record whose reward is not a number"
     return None

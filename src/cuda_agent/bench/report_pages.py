@@ -130,29 +130,34 @@ def _record(r: dict[str, Any]) -> str:
         m = r.get("message") or {}
         role, content = m.get("role"), m.get("content") or ""
         if role == "assistant":
-            u = r.get("usage") or {}
+            u = r.get("usage") if isinstance(r.get("usage"), dict) else {}
             calls = "".join(f'<div class="tool">&#9656; <b>{e(c["function"]["name"])}</b><pre>{e(_args(c["function"].get("arguments", "")))}</pre></div>'
                             for c in m.get("tool_calls") or [])
-            reasoning = f"<details><summary>reasoning</summary><pre>{e(r['reasoning'])}</pre></details>" if r.get("reasoning") else ""
+            reasoning = f"<details><summary>reasoning</summary><pre>{e(str(r['reasoning']))}</pre></details>" if r.get("reasoning") else ""
             return (f'<div class="turn" id="turn-{r.get("turn")}"><b>turn {r.get("turn")}</b> ({u.get("prompt_tokens", "?")} + '
-                    f'{u.get("completion_tokens", "?")} tokens, {r.get("latency_s", 0):.1f} s){reasoning}'
+                    f'{u.get("completion_tokens", "?")} tokens, {_sec(r.get("latency_s", 0), ".1f")} s){reasoning}'
                     f"{f'<pre>{e(content)}</pre>' if content else ''}{calls}</div>")
         if role == "tool":
             ok = "ok" if r.get("ok") else "failed"
-            return (f'<details class="tool"><summary>{e(str(r.get("name", "tool")))} result ({ok}, {r.get("elapsed_s", 0):.2f} s)'
+            return (f'<details class="tool"><summary>{e(str(r.get("name", "tool")))} result ({ok}, {_sec(r.get("elapsed_s", 0), ".2f")} s)'
                     f"</summary><pre>{e(_cut(str(content)))}</pre></details>")
         label = "nudge" if r.get("nudge") else role
         return f'<details class="{e(str(label))}"><summary>{e(str(label))} message</summary><pre>{e(_cut(str(content)))}</pre></details>'
     if kind == "eval":
         res = r.get("result") or {}
         sp = ", ".join(f"{fmt_x(res.get(k))} vs {n}" for k, n in (("speedup_vs_eager", "eager"), ("speedup_vs_compile", "compile"))
-                       if res.get(k))
+                       if isinstance(res.get(k), int | float) and res.get(k))
         return (f'<div class="eval">{e(str(r.get("phase")))}: status {e(str(res.get("status")))}, reward {res.get("reward")}'
                 f"{', ' + e(sp) if sp else ''}{' <b>new best</b>' if r.get('best') else ''} - {e(str(res.get('message', '')))}</div>")
     if kind == "note":
         detail = {k: v for k, v in r.items() if k not in ("type", "kind", "turn", "traceback")}
         return f"<p class=warn>note {e(str(r.get('kind')))}: {e(json.dumps(detail)[:300])}</p>"
     return ""
+
+
+def _sec(v: Any, fmt: str) -> str:
+    """A number of seconds from a record, "?" when a damaged record holds something else."""
+    return format(v, fmt) if isinstance(v, int | float) else "?"
 
 
 def _args(raw: str) -> str:

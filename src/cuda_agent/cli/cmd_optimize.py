@@ -41,8 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", type=positive_int, default=None,
                    help="context budget in tokens (default: the window the server reports, else 131072)")
     p.add_argument("--reply-tokens", type=positive_int, default=None,
-                   help="max tokens per reply, kept free in the context (default: the server's; 8192 kept free, "
-                        "at most a quarter of the budget)")
+                   help="max tokens per reply, kept free in the context (default 8192, at most a quarter of the "
+                        "budget; a hosted API without --base-url keeps its own limit)")
     p.add_argument("--temperature", type=temperature, default=None, help="sampling temperature, 0 to 2 (default: the server's)")
     p.add_argument("--tool-mode", choices=("auto", "native", "text"), default="auto",
                    help="native tool calling, <tool_call> blocks in text, or auto-detect (default)")

@@ -77,7 +77,8 @@ def _budget_line(h: dict[str, Any]) -> str:
     parts = []
     if b:
         parts.append(f"context {b.get('context_tokens')} tokens ({b.get('source')}), {b.get('reserve_tokens')} kept for replies, "
-                     f"first prompt about {b.get('first_prompt_tokens')}")
+                     f"first prompt about {b.get('first_prompt_tokens')}"
+                     + (f", each reply asked for at most {b['reply_cap']}" if b.get("reply_cap") else ""))
     if c:
         parts.append(f"ends after {c.get('max_no_tool', '?')} replies without a tool call or {c.get('max_malformed', '?')} "
                      f"with only malformed calls, {c.get('max_turns', '?')} turns at most")

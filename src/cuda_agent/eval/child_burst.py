@@ -4,7 +4,9 @@ Contract: a burst's sequence, for a secret salt, is fixed: seed the default gene
 the salt; draw each output's digest weights (a (DIGESTS_PER_OUTPUT, numel) standard-normal
 matrix, `normal_` into a buffer, in output order); then, per replay, k times: the task's next
 input set (`get_inputs` under the evaluation device), the call, each output reduced to its
-digests (W @ out, one GEMV into a row of a device buffer). `cmd_prepare` makes a side's burst
+digests (W @ out, one GEMV into a row of a device buffer; with `digest="rank1"` the bilinear
+v^T X w of the output viewed as an about square matrix, which reads only the output, not W as well:
+the same variance per digest, a third of the memory traffic). `cmd_prepare` makes a side's burst
 ready before any clocked request: learns its outputs' sizes from one call and, on a GPU,
 captures the k calls as one CUDA graph under a dummy seed (a capture that fails is reported,
 and the side falls back to the Python loop). `cmd_burst` runs it for the request's salt: the
@@ -39,6 +41,33 @@ from cuda_agent.eval.timing import derive_seed, l2_flush_buffer
 DIGESTS_PER_OUTPUT = 2  # independent weight rows: a wrong output slips past one with ~10 % chance, past both ~1 %
 MAX_OUTPUTS = 16  # outputs digested per call
 WIDTH = MAX_OUTPUTS * DIGESTS_PER_OUTPUT
+DIGESTS = ("dense", "rank1")
+RANK1_MIN = 1 << 16  # outputs shorter than this stay dense (their weights are small anyway)
+
+
+def rank1_width(n: int) -> int:
+    """Columns of the rank-one digest's view of an n-element output: the power of two at or above sqrt(n),
+    so the view is about square. A wrong output's error matrix then has many rows of its own, and
+    v^T E w, a sum of many products of normals, is near normal; a view of a few long rows would leave
+    it a product of two normals, small far more often (a skipped half caught 36 times in 40, not 40)."""
+    return 1 << max(0, math.ceil(math.log2(math.sqrt(n))))
+
+
+@dataclass
+class Rank1:
+    """One output's rank-one digest weights: the output's first rows x width elements (`rank1_width`)
+    viewed as a matrix X give v^T X w per digest (w: (width, D), v: (rows, D)); the rest, fewer than
+    width elements, is digested densely by `tail` (D, rest). With v, w and tail standard normal,
+    a digest's variance over the weights is the squared norm of the output's error (as the dense
+    digest's), so the reference's tolerance scales hold for both; its tails are heavier (a product of
+    two normals), which matters only for errors near the whole tolerance everywhere."""
+
+    w: torch.Tensor
+    v: torch.Tensor
+    tail: torch.Tensor
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return (self.w, self.v, self.tail)
 
 
 @dataclass
@@ -49,10 +78,11 @@ class Plan:
     fn: Callable[..., Any]
     k: int
     numels: list[int | None]  # per output (up to MAX_OUTPUTS): its element count, None for a non-tensor
-    weights: list[torch.Tensor | None]
+    weights: list[Any]  # per output: a dense (D, n) tensor, a Rank1, or None
     graph: Any = None
     digests: torch.Tensor | None = None
     flush: torch.Tensor | None = None  # written before each call: the L2 flush of the event timing
+    digest: str = "dense"
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
@@ -63,15 +93,35 @@ def _numels(outs: list[Any]) -> list[int | None]:
     return [(_flat(t).numel() if isinstance(t, torch.Tensor) else None) for t in outs[:MAX_OUTPUTS]]
 
 
-def _weight_buffers(numels: list[int | None], device: torch.device) -> list[torch.Tensor | None]:
-    return [None if n is None else torch.empty((DIGESTS_PER_OUTPUT, n), device=device) for n in numels]
+def _weight_buffers(numels: list[int | None], device: torch.device, digest: str = "dense") -> list[Any]:
+    if digest not in DIGESTS:
+        raise ValueError(f"unknown digest {digest!r}")
+    out: list[Any] = []
+    for n in numels:
+        if n is None:
+            out.append(None)
+        elif digest == "rank1" and n >= RANK1_MIN:
+            width = rank1_width(n)
+            rows = n // width
+            out.append(Rank1(torch.empty((width, DIGESTS_PER_OUTPUT), device=device),
+                             torch.empty((rows, DIGESTS_PER_OUTPUT), device=device),
+                             torch.empty((DIGESTS_PER_OUTPUT, n - rows * width), device=device)))
+        else:
+            out.append(torch.empty((DIGESTS_PER_OUTPUT, n), device=device))
+    return out
 
 
-def _draw_weights(weights: list[torch.Tensor | None]) -> None:
+def _draw_weights(weights: list[Any]) -> None:
     """The salt's weights, in output order, from the default generator (seeded just before)."""
     for w in weights:
-        if w is not None:
-            w.normal_()
+        for t in (w.tensors() if isinstance(w, Rank1) else () if w is None else (w,)):
+            t.normal_()
+
+
+def _numel_of(w: Any) -> int:
+    if isinstance(w, Rank1):
+        return int(w.v.shape[0]) * int(w.w.shape[0]) + int(w.tail.shape[1])
+    return int(w.shape[1])
 
 
 def _digest_into(outs: list[Any], weights: list[torch.Tensor | None], row: torch.Tensor) -> None:
@@ -82,9 +132,18 @@ def _digest_into(outs: list[Any], weights: list[torch.Tensor | None], row: torch
         if not isinstance(t, torch.Tensor) or w is None:
             continue
         x = _flat(t)
-        if x.numel() != w.shape[1]:
+        if x.numel() != _numel_of(w):
             continue
-        torch.mv(w, x, out=row[DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)])
+        dst = row[DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)]
+        if isinstance(w, Rank1):
+            width = int(w.w.shape[0])
+            main = int(w.v.shape[0]) * width
+            # each row of X against w (one skinny GEMM that reads X once), the rows weighted by v and summed
+            torch.sum(torch.mm(x[:main].view(-1, width), w.w).mul_(w.v), dim=0, out=dst)
+            if w.tail.shape[1]:
+                dst.add_(torch.mv(w.tail, x[main:]))
+        else:
+            torch.mv(w, x, out=dst)
 
 
 def _draws(st: State, k: int) -> Iterator[list[Any]]:
@@ -184,6 +243,10 @@ def warm_digest_path(device: torch.device) -> None:
         w = torch.randn((DIGESTS_PER_OUTPUT, n), generator=g, device=device)
         row = torch.full((2 * DIGESTS_PER_OUTPUT,), float("nan"), device=device)
         _digest_into([x], [w], row)
+        r1 = _weight_buffers([n], device, "rank1")[0]  # the rank-one digest's GEMM too (EvalConfig.clock_digest)
+        for t in (r1.tensors() if isinstance(r1, Rank1) else (r1,)):
+            t.normal_(generator=g)
+        _digest_into([x], [r1], row)
         _rows(row.unsqueeze(0), 1)
         float(_tolerance_scale(x, 1e-5, 1e-5))
 
@@ -238,10 +301,11 @@ def _capture(st: State, plan: Plan) -> str | None:
 
 
 def _sequence_digests(st: State, fn: Callable[..., Any], salt: int, k: int, replays: int,
-                      numels: list[int | None], only: set[int] | None = None) -> tuple[torch.Tensor, list[list[Any]]]:
+                      numels: list[int | None], only: set[int] | None = None,
+                      digest: str = "dense") -> tuple[torch.Tensor, list[list[Any]]]:
     """The salt's sequence run eagerly: digests of every call (or of `only`), and those calls' outputs."""
     seed_all(salt)
-    weights = _weight_buffers(numels, st.device)
+    weights = _weight_buffers(numels, st.device, digest)
     _draw_weights(weights)
     digests = torch.full((k * replays, WIDTH), float("nan"), device=st.device)
     kept: list[list[Any]] = []
@@ -262,7 +326,7 @@ def cmd_prepare(st: State, req: P.BurstPrepare) -> dict[str, Any]:
     fn = compiled_or_model(st, req.mode)
     with torch.no_grad():
         numels = _numels(flatten(fn(*make_inputs(st, derive_seed(req.k, -7)))))
-        plan = Plan(fn, req.k, numels, _weight_buffers(numels, st.device))
+        plan = Plan(fn, req.k, numels, _weight_buffers(numels, st.device, req.digest), digest=req.digest)
         if req.flush and st.device.type == "cuda":
             plan.flush = l2_flush_buffer(st.device)
         st.bursts[(req.mode, req.k)] = plan
@@ -272,7 +336,7 @@ def cmd_prepare(st: State, req: P.BurstPrepare) -> dict[str, Any]:
         if why is None and req.verify:
             salt = derive_seed(req.k, -11)
             got = _run(st, plan, salt, 1)
-            want, _ = _sequence_digests(st, fn, salt, req.k, 1, numels)
+            want, _ = _sequence_digests(st, fn, salt, req.k, 1, numels, digest=req.digest)
             # mismatched draws are unrelated numbers (digests of order sqrt(numel)); GEMV rounding is not
             scale = float(torch.nan_to_num(want, nan=0.0).abs().max()) * 1e-4 + 1e-6
             if not torch.allclose(got, want, rtol=1e-4, atol=scale, equal_nan=True):
@@ -292,7 +356,7 @@ def _run(st: State, plan: Plan, salt: int, replays: int) -> torch.Tensor:
             out[r * plan.k:(r + 1) * plan.k].copy_(plan.digests)
         return out
     out = torch.full((replays * plan.k, WIDTH), float("nan"), device=st.device)
-    loop = Plan(plan.fn, replays * plan.k, plan.numels, plan.weights, flush=plan.flush)
+    loop = Plan(plan.fn, replays * plan.k, plan.numels, plan.weights, flush=plan.flush, digest=plan.digest)
     _body(st, loop, out)
     return out
 
@@ -321,7 +385,7 @@ def cmd_digests(st: State, req: P.Digests) -> dict[str, Any]:
         numels = _numels(flatten(st.model(*make_inputs(st, derive_seed(req.salt, -3)))))
         only = set(req.calls)
         total = max(only) + 1 if only else 0
-        digests, kept = _sequence_digests(st, st.model, req.salt, total, 1, numels, only)
+        digests, kept = _sequence_digests(st, st.model, req.salt, total, 1, numels, only, req.digest)
         order = sorted(only)
         rows = digests[order] if order else digests[:0]
         scales = torch.full_like(rows, float("nan"), dtype=torch.float64)

@@ -76,6 +76,10 @@ class EvalConfig:
     # cached torch.compile net differed by 6.7 % (0.0459 vs 0.0489 ms) while each measurement's looks agreed
     # within 1-3 %, so a cached baseline's drift moves every candidate's verdict on that machine.
     clock_fresh_baselines: bool = False
+    # "rank1": digest each burst output as v^T X w (child_burst), reading the output once, instead of a dense
+    # 2 x n weight GEMV that also reads W (H100, 2026-12-05: the draws and dense digests cost 0.168 ms a call
+    # beside a 0.046 ms kernel, so the clock's net was a small difference of large numbers). Off until measured.
+    clock_digest: str = "dense"
     # False only for the red team's runtime lane: static REJECT findings and the post-build symbol check are
     # recorded, not applied, so that the run-time defences (above all the evaluator's clock) are seen alone
     static_gate: bool = True

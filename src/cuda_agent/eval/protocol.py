@@ -114,6 +114,7 @@ class BurstPrepare:
     graph: bool = True
     verify: bool = False
     flush: bool = False
+    digest: str = "dense"  # "dense" or "rank1" (child_burst): EvalConfig.clock_digest
     cmd: str = "prepare"
 
 
@@ -148,6 +149,7 @@ class Digests:
     calls: list[int]
     atol: float
     rtol: float
+    digest: str = "dense"  # as the burst's BurstPrepare said
     cmd: str = "digests"
 
 

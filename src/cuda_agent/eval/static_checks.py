@@ -1365,9 +1365,12 @@ def _check_asm(sink: _Sink, toks: list[Tok], dirs: list[_Directive], in_fn: list
         k = _close(toks, j)
         inner = toks[j + 1:k]
         depth, operands = 0, False
+        template: list[str] = []  # the assembler text: the strings before the operands' first colon
         for x in inner:
             depth += {"(": 1, ")": -1}.get(x.text, 0)
             operands |= depth == 0 and x.text in (":", "::")
+            if x.kind == "str" and not operands:
+                template.append(x.text)
         strings = "".join(x.text for x in inner if x.kind == "str")
         literal = bool(inner) and all(x.kind == "str" for x in inner)
         shown = strings.strip()[:40]
@@ -1380,7 +1383,9 @@ def _check_asm(sink: _Sink, toks: list[Tok], dirs: list[_Directive], in_fn: list
             sink.add("symbol-rename", t.line, f"asm label `{t.text}(\"{shown}\")` gives a declaration the symbol `{shown}`")
         elif not in_fn[i]:
             sink.add("symbol-rename", t.line, f"assembler outside a function body (`{shown}`) can define or bind symbols")
-        text = re.sub(r"\\[ntr]", " ", strings)
+        # the template alone: operand constraints and clobbers ("r", "rdi") glued onto it would hide a
+        # trailing `@PLT` from the word boundary (`...@PLTrrdi`)
+        text = re.sub(r"\\[ntr]", " ", "".join(template))
         m = GAS_DIRECTIVE.search(text)
         if m:
             sink.add("symbol-rename", t.line, f"assembler directive `.{m.group(1)}` in inline assembly defines or binds symbols")

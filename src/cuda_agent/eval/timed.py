@@ -138,7 +138,8 @@ class BurstRecord:
 def _prepare(child: Child, res: EvalResult, cfg: EvalConfig, k: int, mode: str, graph: bool,
              verify: bool = False) -> P.PrepareReply:
     flush = cfg.clock_flush and cfg.device == "cuda"
-    return ask(child, res, P.BurstPrepare(k, mode, graph, verify, flush), cfg.timing_timeout, "trusted_clock", P.PrepareReply)
+    return ask(child, res, P.BurstPrepare(k, mode, graph, verify, flush, cfg.clock_digest), cfg.timing_timeout,
+               "trusted_clock", P.PrepareReply)
 
 
 def _looks(child: Child, res: EvalResult, cfg: EvalConfig, kind: str, k: int, replays: int, mode: str) -> BurstRecord:
@@ -221,7 +222,7 @@ def check_burst_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task
     n = rec.k * rec.replays
     for b, salt in enumerate(rec.salts):
         calls = sorted(rng.sample(range(n), min(per_burst, n)))
-        want = P.Digests(salt, calls, task.atol, task.rtol)
+        want = P.Digests(salt, calls, task.atol, task.rtol, cfg.clock_digest)
         # its own phase: outside the timed section, unlike the bursts ("trusted_clock")
         ref_d = ask(ref, res, want, cfg.correctness_timeout, "burst_check", P.DigestsReply)
         if len(ref_d.digests) != len(calls):
@@ -263,7 +264,8 @@ def burst_baselines(ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int,
     cached beside the baselines. None when a side would not capture now (the comparison would not be
     like with like: no milestone can be confirmed)."""
     assert res.eager_timing is not None
-    key = f"burst/{tt.PROTOCOL}/{kind}/{base_key}" + ("/flush" if cfg.clock_flush else "")
+    key = (f"burst/{tt.PROTOCOL}/{kind}/{base_key}" + ("/flush" if cfg.clock_flush else "")
+           + ("" if cfg.clock_digest == "dense" else f"/{cfg.clock_digest}"))
     if cache is not None and not cfg.clock_fresh_baselines and (hit := cache.get(key)) is not None:
         return BaselineLooks.from_dict(hit)
     graph = kind == "graph"
@@ -309,7 +311,8 @@ def trusted_verdict(res: EvalResult, cfg: EvalConfig, rec: BurstRecord, base: Ba
     assert res.timing is not None and res.eager_timing is not None
     claim = res.timing.median_ms
     res.reported_ms = round(claim, 6)
-    res.trusted_mode = rec.kind + ("+flush" if cfg.clock_flush and cfg.device == "cuda" else "")
+    res.trusted_mode = (rec.kind + ("+flush" if cfg.clock_flush and cfg.device == "cuda" else "")
+                        + ("" if cfg.clock_digest == "dense" else f"+{cfg.clock_digest}"))
     if base is None:
         v = tt.Verdict("unconfirmed", claim, claim, {}, False, False,
                        "the evaluator's clock could not time the baselines like the candidate: no milestone is confirmed",

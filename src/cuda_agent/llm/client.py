@@ -27,6 +27,12 @@ Contract:
   through `notify`.
 - `context_window()` asks the server's model list once for the model's window
   (vLLM's `max_model_len` and the like); None when it names none.
+- Reply length: `config.max_tokens` when set; else, on a local endpoint, the
+  `reply_cap` its caller sets (the context budget's reply reserve), so a reply
+  never outgrows the room kept for it (a small model that never stops would
+  otherwise fill the server's whole window, for minutes on a CPU). A server that
+  answers 400 naming max_tokens to the cap gets no cap from then on, said once
+  through `notify` and kept in `cap_refused`.
 
 Not guaranteed: streaming is not used (a reply arrives whole); usage of servers
 that do not report it stays None and callers must estimate; a server that
@@ -110,7 +116,10 @@ class ChatClient:
     retries_log: list[str] = field(default_factory=list)
     notify: Callable[[str], None] | None = None  # one line per retry and per tool-mode switch, as they happen
     tool_check: dict[str, Any] | None = None  # what the tools probe saw (auto mode), once it ran
+    reply_cap: int | None = None  # max_tokens when config.max_tokens is None, on a local endpoint (the reply reserve)
+    cap_refused: str | None = None  # why the server refused reply_cap, once it did
     _window: int | None | bool = False  # False: the model list was not asked yet
+    _cap_sent: bool = False  # the last request carried reply_cap as max_tokens
 
     def __post_init__(self) -> None:
         c = self.config
@@ -146,8 +155,9 @@ class ChatClient:
                 kw["tools"], kw["tool_choice"] = tools, "auto"
         if c.temperature is not None:
             kw["temperature"] = c.temperature
-        if max_tokens is not None or c.max_tokens is not None:
-            kw["max_tokens"] = max_tokens if max_tokens is not None else c.max_tokens
+        self._cap_sent = max_tokens is None and c.max_tokens is None and bool(self.reply_cap) and bool(c.base_url)
+        if max_tokens is not None or c.max_tokens is not None or self._cap_sent:
+            kw["max_tokens"] = max_tokens if max_tokens is not None else (c.max_tokens or self.reply_cap)
         if c.extra_body:
             kw["extra_body"] = c.extra_body
         return self._sdk.chat.completions.create(**kw)
@@ -176,6 +186,10 @@ class ChatClient:
                 low = text.lower()
                 if "context" in low and ("length" in low or "maximum" in low or "too long" in low or "window" in low):
                     raise LLMError("context_length", text) from None
+                if self._cap_sent and "max_tokens" in low:
+                    self._say(f"the server refused max_tokens {self.reply_cap} ({text}); replies are not capped from now on")
+                    self.reply_cap, self.cap_refused = None, text
+                    continue
                 if self.config.tool_mode == "auto" and self.mode == "native" and "tool" in low:
                     self._switch_to_text(f"server rejected native tools: {text}")
                     if probe:

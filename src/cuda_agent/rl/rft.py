@@ -10,11 +10,11 @@ Contract:
 - `find_runs(paths)`: every trajectory.jsonl under the given run directories
   (a run, a bench output, or a folder of either), sorted.
 - `judge(traj)` -> `Verdict(keep, reasons)`. Rejected: incomplete runs, damaged
-  ones (lines the loader skipped), reward None or <= 0, any malformed call (a
-  tool message marked `malformed`; logs written before that mark existed are
-  read by the text of their argument-check errors), and loops: a run of the
-  same turn (the same calls with the same arguments) `LOOP_REPEATS` times in a
-  row, or of the same two turns alternating.
+  ones (lines the loader skipped), reward None or <= 0, no reply of the model,
+  any malformed call (a tool message marked `malformed`; logs written before
+  that mark existed are read by the text of their argument-check errors), and
+  loops: a run of the same turn (the same calls with the same arguments)
+  `LOOP_REPEATS` times in a row, or of the same two turns alternating.
 - `sft_row(traj)` / `vp_row(traj)`: messages (template form: tool-call arguments
   as objects, trailing non-assistant messages dropped) and tools kept as JSON
   text, because parquet would merge the struct types of all rows' tool
@@ -94,6 +94,8 @@ def judge(t: Trajectory, path: Path | None = None) -> Verdict:
         reasons.append(f"{len(t.damaged)} damaged line(s)")
     if t.reward is None or t.reward <= 0:
         reasons.append(f"reward {t.reward}")
+    if not any(m["role"] == "assistant" for m in t.messages):
+        reasons.append("no reply of the model")
     if n := malformed_calls(t):
         reasons.append(f"{n} malformed call(s)")
     if has_loop(t.messages):
@@ -109,7 +111,7 @@ def _conversation(t: Trajectory) -> list[dict[str, Any]]:
 
 def sft_row(t: Trajectory, path: Path) -> dict[str, Any]:
     return {"messages": json.dumps(_conversation(t), ensure_ascii=False), "tools": json.dumps(t.header.get("tools") or []),
-            "task_name": t.header["task"]["name"], "reward": int(t.reward or 0), "run": str(path)}
+            "task_name": (t.header.get("task") or {}).get("name"), "reward": int(t.reward or 0), "run": str(path)}
 
 
 def vp_row(t: Trajectory, path: Path, index: int) -> dict[str, Any]:
@@ -119,7 +121,7 @@ def vp_row(t: Trajectory, path: Path, index: int) -> dict[str, Any]:
         "data_source": "cuda_agent/replay",
         "prompt": [{"role": m["role"], "content": m["content"]} for m in conv[:first]],
         "ability": "cuda",
-        "reward_model": {"style": "rule", "ground_truth": t.header["task"].get("hash", "")},
+        "reward_model": {"style": "rule", "ground_truth": (t.header.get("task") or {}).get("hash", "")},
         "extra_info": {"index": index, "messages": json.dumps(conv, ensure_ascii=False),
                        "tools": json.dumps(t.header.get("tools") or []), "reward": int(t.reward or 0), "run": str(path)},
         "agent_name": "cuda_agent_replay",
