@@ -21,6 +21,9 @@ Definitions (CUDA Agent paper, KernelBench levels 1-3):
   is the share correct and timed, fast_1 the faster-than rate above.
   `fast_p_points` gives the whole curve as a step function of p.
 - reward counts: how many tasks' best outcome earned each reward value.
+- vs the best baseline (issue 32, beyond the paper): the same fast_p and geomean with each task's
+  fastest measured baseline as t0 (`Outcome.speedup_vs_best`), where the run measured more than the
+  paper's two (`--baselines`); the best of trajectory still ranks by the paper's figures.
 
 Edge cases: a group with no tasks has rates None and weight 0; no correct
 task (or no timed correct task) gives geomean None; a correct task without a
@@ -47,6 +50,9 @@ class Outcome:
     reward: int | None = None
     status: str = ""
     row: int | None = None  # the evaluation it came from (results.sqlite evaluations.id), for reports
+    # against the fastest of the baselines the run measured (eval.baseline_set: eager, torch.compile, and where
+    # asked max-autotune and a CUDA graph); None where only the paper's two were measured
+    speedup_vs_best: float | None = None
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from cuda_agent.bench.metrics import (
     Outcome,
     best_of_trajectory,
     fast_p,
+    geomean,
     reward_counts,
     summarize,
 )
@@ -111,6 +112,17 @@ class Report:
             counts["unfinished"] = sum(r.state in ("unfinished", "error") for r in rows)
             out[g] = counts
         return out
+
+    @property
+    def has_best(self) -> bool:
+        """Whether the run measured baselines beyond the paper's two (`--baselines`)."""
+        return any(o.speedup_vs_best is not None for o in self.scored_outcomes)
+
+    def best_geomeans(self) -> dict[str, float | None]:
+        """group (and overall, pooled) -> geomean speedup vs each task's best baseline, over correct tasks."""
+        by = {g: [r.outcome for r in self.tasks.values() if r.scored and r.group == g] for g in self.groups()}
+        by[OVERALL] = self.scored_outcomes
+        return {g: geomean(o.speedup_vs_best for o in rows if o.correct and o.speedup_vs_best) for g, rows in by.items()}
 
     def fast_p_table(self, attr: str) -> dict[str, list[float | None]]:
         by = {g: [r.outcome for r in self.tasks.values() if r.scored and r.group == g] for g in self.groups()}

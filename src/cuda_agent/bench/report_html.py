@@ -119,6 +119,8 @@ def figures(rep: Report) -> str:
         return "<p class=note>No task was scored, so there is no fast_p curve or speedup to draw.</p>"
     curves = [("vs eager", "#4575b4", fast_p_points(scored, "speedup_vs_eager")),
               ("vs torch.compile", "#d73027", fast_p_points(scored, "speedup_vs_compile"))]
+    if rep.has_best:  # issue 32: against each task's fastest measured baseline
+        curves.append(("vs best baseline", "#1a9850", fast_p_points(scored, "speedup_vs_best")))
     fp = step_chart(curves, title=f"fast_p: correct and more than p x faster ({len(scored)} scored tasks)", fid="fast-p")
     items = []
     for r in sorted(rep.tasks.values(), key=lambda r: (r.outcome.speedup_vs_compile or 0, r.task_id), reverse=True):
@@ -145,7 +147,12 @@ def html_page(rep: Report) -> str:
     fastp = "".join(f"<h3>fast_p vs {name}</h3>" + _table(["level", *(f"p = {p:g}" for p in FAST_P)],
                                                           [[g, *map(fmt_pct, vals)] for g, vals in rep.fast_p_table(attr).items()],
                                                           f"fast-p-{key}")
-                    for attr, name, key in (("speedup_vs_eager", "eager", "eager"), ("speedup_vs_compile", "torch.compile", "compile")))
+                    for attr, name, key in (("speedup_vs_eager", "eager", "eager"), ("speedup_vs_compile", "torch.compile", "compile"),
+                                            *([("speedup_vs_best", "the best baseline", "best")] if rep.has_best else [])))
+    if rep.has_best:
+        gm = rep.best_geomeans()
+        fastp += ("<p>Geomean vs the best baseline (event times; not the reward): "
+                  + ", ".join(f"{e(g)} {fmt_x(v)}" for g, v in gm.items()) + "</p>")
     note = "".join(f"<p class=note>{e(n)}</p>" for n in notes(rep))
     return (f"<!doctype html><html><head><meta charset=utf-8><title>cuda-agent report {e(rep.run_dir.name)}</title>"
             f"<style>{CSS}</style></head><body>"

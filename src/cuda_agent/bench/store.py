@@ -184,5 +184,18 @@ class ResultStore:
         for r in self.rows():
             correct = bool(r["correct"]) and r["phase"] != "compile"
             out.append(Outcome(r["task_id"], r["grp"], correct, r["speedup_vs_eager"], r["speedup_vs_compile"],
-                               r["reward"], r["status"], r["id"]))
+                               r["reward"], r["status"], r["id"], _vs_best(r.get("result_json"))))
         return out
+
+
+def _vs_best(result_json: str | None) -> float | None:
+    """The speedup against the fastest baseline measured, where the result carries extra baselines."""
+    if not result_json or '"baselines_ms": {}' in result_json or "baselines_ms" not in result_json:
+        return None
+    from cuda_agent.eval.baseline_set import speedup_vs_best
+
+    try:
+        return speedup_vs_best(json.loads(result_json))
+    except ValueError:
+        return None
+

@@ -58,3 +58,19 @@ def port_number(text: str) -> int:
     if not 0 <= v <= 65535:
         raise argparse.ArgumentTypeError(f"must be a port number (0-65535; 0: any free port), got {v}")
     return v
+
+
+def baseline_names(text: str) -> tuple[str, ...]:
+    """`--baselines eager,compile,max-autotune,cuda-graph` (or `all`): eval.baseline_set's names."""
+    from cuda_agent.eval.baseline_set import parse
+
+    try:
+        return parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+BASELINES_HELP = ("baselines to report, comma-separated: eager, compile (always: the paper's and the reward's), "
+                  "max-autotune (torch.compile mode=max-autotune-no-cudagraphs), cuda-graph (eager replayed from a CUDA "
+                  "graph), or all; each speedup and the one vs the best are reported, the reward stays the paper's")
+

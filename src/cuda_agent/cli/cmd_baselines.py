@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from cuda_agent.cli.argtypes import positive_int
+from cuda_agent.cli.argtypes import BASELINES_HELP, baseline_names, positive_int
 from cuda_agent.cli.main import UsageError
 
 HELP = "time a suite's eager and torch.compile baselines ahead of a bench or RL run (cached, resumable)"
@@ -27,6 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-gpu", type=positive_int, default=4, help="tasks at once per GPU (default 4): torch.compile's build "
                    "runs beside the others', the timing alone")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks")
+    p.add_argument("--baselines", type=baseline_names, default=None, help=BASELINES_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     suite = load_suite(args.suite, parse_levels(args.levels))
     items = suite.items[: args.limit] if args.limit > 0 else suite.items
     cfg = EvalConfig(device=args.device)
+    if args.baselines:
+        cfg.baselines = args.baselines
     failed = cached = 0
     with make_pool(ray=args.ray, device=args.device) as pool:
         share = 1.0 / args.per_gpu
@@ -62,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"[{i}/{len(items)}] {it.task_id}: FAILED {rec.error[:200]}", flush=True)
                 continue
             comp = f"{rec.compile_ms:.4g}" if rec.compile_ms is not None else "-"
-            print(f"[{i}/{len(items)}] {it.task_id}: eager {rec.eager_ms:.4g} ms, compile {comp} ms"
+            extra = "".join(f", {name} {ms:.4g} ms" for name, ms in rec.extra_ms.items())
+            print(f"[{i}/{len(items)}] {it.task_id}: eager {rec.eager_ms:.4g} ms, compile {comp} ms{extra}"
                   f"{' (cached)' if rec.cached else f' ({rec.seconds:.1f} s)'}", flush=True)
     print(f"{len(items) - failed}/{len(items)} tasks have baselines ({cached} were cached); {failed} failed")
     return 1 if failed else 0

@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from cuda_agent.cli.argtypes import at_least, positive_int
+from cuda_agent.cli.argtypes import BASELINES_HELP, at_least, baseline_names, positive_int
 from cuda_agent.cli.cmd_tasks import parse_levels
 from cuda_agent.cli.main import UsageError
 
@@ -40,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "turns; default 3 on a GPU, 1 on the CPU lane)")
     p.add_argument("--compile-workers", type=positive_int, default=None, help="CPU compile farm processes (default: half the CPUs, at most 8)")
     p.add_argument("--timed-calls", type=at_least(3), default=None, help="timed calls per round (default 50)")
+    p.add_argument("--baselines", type=baseline_names, default=None, help=BASELINES_HELP)
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --model (env OPENAI_BASE_URL)")
     p.add_argument("--api-key", default=None, help="API key for --model (env OPENAI_API_KEY)")
     p.add_argument("--max-turns", type=positive_int, default=200, help="agent turns per task (default 200, the paper's evaluation limit)")
@@ -79,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if args.device not in ("cuda", "cpu"):
         raise UsageError("--device must be cuda or cpu")
     cfg = EvalConfig(device=args.device, compile_baseline=args.device == "cuda")
+    if args.baselines:
+        cfg.baselines = args.baselines
     if args.timed_calls is not None:
         cfg.n_timed = args.timed_calls
     agent = _agent_spec(args) if args.model else None

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cuda_agent.cli.argtypes import at_least
+from cuda_agent.cli.argtypes import BASELINES_HELP, at_least, baseline_names
 from cuda_agent.cli.main import UsageError
 from cuda_agent.cli.phase_display import enabled_for, showing_phases
 
@@ -29,6 +29,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="rebuild, re-time baselines, do not reuse results")
     p.add_argument("--fresh", action="store_true", help="evaluate again even if this exact candidate was scored before")
     p.add_argument("--timed-calls", type=at_least(3), default=None, help="timed calls per round (default 50)")
+    p.add_argument("--baselines", type=baseline_names, default=None, help=BASELINES_HELP)
+    p.add_argument("--expert", action="store_true",
+                   help="after a profile, add the expert profile: per kernel duration, DRAM and SM throughput against "
+                        "the GPU's measured ceilings, occupancy, registers, spills, shared memory, top stalls (ncu where "
+                        "counters are readable; never part of the reward; docs/profile.md)")
+    p.add_argument("--expert-timeout", type=at_least(10), default=120, help="seconds the expert profile may take (default 120)")
     p.add_argument("--sanitize", action="store_true",
                    help="also run one call under compute-sanitizer memcheck and racecheck (slow; needs the tool)")
 
@@ -41,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = EvalConfig(use_cache=not args.no_cache, reuse_results=not (args.no_cache or args.fresh), sanitize=args.sanitize)
     if args.timed_calls is not None:
         cfg.n_timed = args.timed_calls
+    if args.baselines:
+        cfg.baselines = args.baselines
     task = Task.from_file(args.task) if args.task else None
     _start_children_early(cfg, task, args.phase, single_file=bool(args.solution))
     if args.solution:
@@ -58,13 +66,33 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"workspace not found: {w}")
         with showing_phases("eval", enabled_for(args.json)):
             result = evaluate_workspace(w, task=task, phase=args.phase, config=cfg)
+    # a candidate that failed has nothing worth profiling; without a GPU the compiler's report still helps
+    wanted = args.expert and args.phase == "profile" and (result.correct or result.status.value == "no_gpu")
+    expert = _expert(args, task) if wanted else None
     if args.json:
-        print(result.to_json())
+        if expert is None:
+            print(result.to_json())
+        else:
+            import json
+
+            print(json.dumps({**json.loads(result.to_json()), "expert_profile": expert}))
     else:
         print(render_text(result))
+        if expert is not None:
+            print("\n" + expert)
         if result.status.value == "no_gpu":
             print("note: no CUDA GPU is visible here; timing and correctness need one", file=sys.stderr)
     return 0
+
+
+def _expert(args: argparse.Namespace, task) -> str | None:  # noqa: ANN001 - Task
+    """The expert profile's text, after the evaluation (it never changes the result or its reward)."""
+    if args.solution:
+        return "expert profile: not available for a single-file (load_inline) solution yet; use a workspace"
+    from cuda_agent.eval.expert_profile import ProfileSettings, expert_text
+
+    with showing_phases("expert profile", enabled_for(args.json)):
+        return expert_text(Path(args.workdir), task=task, settings=ProfileSettings(timeout_s=float(args.expert_timeout)))
 
 
 def _start_children_early(cfg, task, phase: str, *, single_file: bool) -> None:  # noqa: ANN001 - EvalConfig, Task

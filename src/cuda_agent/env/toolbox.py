@@ -9,7 +9,11 @@ evaluate_workspace`) and return `render(result)` plus the reward; the
 observation carries the `EvalResult` and the snapshot of the agent's files
 that was evaluated. An exception from the evaluator is a harness bug: it is
 reported to the model as an internal error and kept in `Observation.error`,
-never scored as a candidate failure.
+never scored as a candidate failure. The profile tool adds the expert profile
+(`eval.expert_profile`: per kernel counters and a roofline verdict, never part of
+the reward) after a correct evaluation: by default when the default evaluator is
+used, else only with an injected `expert(workspace) -> text`;
+`CUDA_AGENT_EXPERT_PROFILE=0` turns it off. Its failures are lines of its text.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from cuda_agent.task.workspace import read_agent_sources
 
 Evaluator = Callable[[Path, str], EvalResult]
 Renderer = Callable[[EvalResult], str]
+Expert = Callable[[Path], str]
 EVAL_PHASES = ("compile", "verify", "profile")
 
 
@@ -72,8 +77,10 @@ SPECS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
              ["pattern"]),
     "compile": ("Run the evaluator's static checks and build kernels/ and model_new.py. Same as tools/compile.", {}, []),
     "verify": ("Compile, then check ModelNew against Model on fresh random inputs. Same as tools/verify.", {}, []),
-    "profile": ("Compile, verify, then time ModelNew against eager PyTorch and torch.compile and give the reward. "
-                "Same as tools/profile.", {}, []),
+    "profile": ("Compile, verify, then time ModelNew against eager PyTorch and torch.compile and give the reward; "
+                "then an expert profile per kernel (DRAM and compute throughput against the GPU's measured peaks, "
+                "occupancy, registers, spills, shared memory, top stalls, a roofline verdict). Same as tools/profile.",
+                {}, []),
     "finish": ("End the episode. The best correct version you profiled is kept, whatever the files hold now.",
                {"summary": _s("what you built and how fast it is")}, []),
 }
@@ -134,12 +141,15 @@ def check_arguments(name: str, raw: str | dict | None) -> dict[str, Any]:
 
 class Toolbox:
     def __init__(self, workspace: str | Path, *, evaluator: Evaluator | None = None, render: Renderer | None = None,
-                 shell: Shell | None = None, shell_factory: ShellFactory | None = None, bash_timeout_s: float = 180.0):
+                 shell: Shell | None = None, shell_factory: ShellFactory | None = None, bash_timeout_s: float = 180.0,
+                 expert: Expert | None = None):
         self.workspace = Path(workspace).resolve()
         self.files = FileTools(self.workspace)
         self.shell = shell or make_shell(self.workspace, bash_timeout_s, shell_factory)
         self._evaluator = evaluator
         self._render = render
+        # the expert profile: the real one with the real evaluator; with an injected evaluator only if given
+        self._expert = expert if expert is not None or evaluator is not None else _default_expert
 
     def schemas(self) -> list[dict[str, Any]]:
         return tool_schemas()
@@ -186,10 +196,11 @@ class Toolbox:
         raise AssertionError(f"tool {name} has a schema but no implementation")
 
     def _evaluate(self, phase: str) -> Observation:
-        return self.evaluate_at(self.workspace, phase)
+        return self.evaluate_at(self.workspace, phase, expert=True)
 
-    def evaluate_at(self, workspace: Path, phase: str) -> Observation:
-        """Evaluate the agent files of `workspace` (this one, or a copy) and describe the result."""
+    def evaluate_at(self, workspace: Path, phase: str, *, expert: bool = False) -> Observation:
+        """Evaluate the agent files of `workspace` (this one, or a copy) and describe the result;
+        `expert`: a profile that came out correct gets the expert profile's text after it."""
         # Snapshot first: what is kept as "best" must be what was evaluated.
         sources = read_agent_sources(workspace)
         try:
@@ -201,8 +212,17 @@ class Toolbox:
         text = text.rstrip()
         if "reward:" not in text:
             text += f"\nreward: {result.reward}"
+        if expert and phase == "profile" and result.correct and self._expert is not None:
+            text += "\n\n" + self._expert_text(workspace)
         return Observation(text, ok=result.correct or result.status.value in ("ok", "no_gpu"),
                            result=result, phase=phase, sources=sources)
+
+    def _expert_text(self, workspace: Path) -> str:
+        assert self._expert is not None
+        try:
+            return self._expert(workspace).rstrip()
+        except Exception as e:  # noqa: BLE001 - a diagnostic's bug must not cost the evaluation's text
+            return f"expert profile: internal error (not your fault): {type(e).__name__}: {e}"[:300]
 
     def _evaluate_fn(self) -> Evaluator:
         if self._evaluator is None:
@@ -223,3 +243,9 @@ class Toolbox:
 
     def close(self) -> None:
         self.shell.close()
+
+
+def _default_expert(workspace: Path) -> str:
+    from cuda_agent.eval.expert_profile import enabled_by_env, expert_text
+
+    return expert_text(workspace) if enabled_by_env() else "expert profile: off (CUDA_AGENT_EXPERT_PROFILE=0)"

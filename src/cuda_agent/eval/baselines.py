@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import secrets
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_agent.eval import gpu as gpu_mod
@@ -47,6 +47,7 @@ class BaselineRecord:
     burst_compile_ms: float | None = None
     burst_loop_ms: float | None = None
     clock_kind: str = ""  # "graph" or "host" (trusted_time)
+    extra_ms: dict[str, float] = field(default_factory=dict)  # EvalConfig.baselines beyond eager/compile (baseline_set)
     cached: bool = False
     seconds: float = 0.0
     error: str = ""
@@ -106,6 +107,7 @@ def precompute(task: Task, cfg: EvalConfig) -> BaselineRecord:
                 timed.baselines(cfg, res, child, req, cache, built)
                 base = (timed.burst_baselines(child, res, cfg, in_bytes, cache, timed.baseline_key(cfg, res, req), kind)
                         if kind is not None else None)
+                timed.extra_baselines(cfg, res, child, req, cache)  # last: a failed graph capture may spoil the child
             if base is not None:  # the nets (per call, the loop taken out) an evaluation compares with
                 fit = tt.fit_loop(base.loop_small, base.loop_large)
                 rec.burst_eager_ms = round(tt.net_ms(base.eager, fit), 6)
@@ -119,5 +121,6 @@ def precompute(task: Task, cfg: EvalConfig) -> BaselineRecord:
     rec.cached = bool(res.cache.get("baselines"))
     rec.eager_ms = res.eager_timing.median_ms if res.eager_timing else None
     rec.compile_ms = res.compile_timing.median_ms if res.compile_timing else None
+    rec.extra_ms = dict(res.baselines_ms)
     rec.seconds = round(time.monotonic() - t0, 2)
     return rec

@@ -301,7 +301,7 @@ def _hijack_stats(stats: dict[str, Any]) -> dict[str, Any]:
 def cmd_time(st: State, req: P.Time) -> dict[str, Any]:
     t_in = time.perf_counter()
     input_sets = [make_inputs(st, s) for s in req.seeds]
-    fn = compiled_or_model(st, "compiled" if req.compiled else "model")
+    fn = compiled_or_model(st, req.variant or ("compiled" if req.compiled else "model"))
     base = req.fresh_seed
     fresh = (lambda g: make_inputs(st, derive_seed(base, g))) if base is not None else None
     kept: dict[int, Any] = {}

@@ -35,6 +35,7 @@ class State:
         self.guard = False  # candidate role: op log and thread census (runtime_checks)
         self.peer_io: str | None = None  # reference role: the candidate's io dir (setup)
         self.compiled: Any = None  # reference role: torch.compile of the model, made once (baselines, bursts)
+        self.extra_baselines: dict[str, Any] = {}  # reference role: the extra baselines' callables (baseline_set)
         self.loop_outs: list[Any] | None = None  # reference role: the outputs a "loop" burst returns (Warm)
         self.bursts: dict[tuple[str, int], Any] = {}  # prepared bursts by (mode, k): child_burst.Plan
         self.ops: dict[str, int] = {}

@@ -44,6 +44,10 @@ class EvalConfig:
     # is (CI); its times say nothing about kernels.
     device: str = "cuda"
     compile_baseline: bool = True  # time torch.compile of the reference as well as eager
+    # The baselines reported (eval.baseline_set): eager and torch.compile default always (the paper's and the
+    # reward's); "max-autotune" and "cuda-graph" add torch.compile(mode="max-autotune-no-cudagraphs") and eager
+    # replayed from a CUDA graph, timed like eager (events), cached, reported with a speedup "vs best", never rewarded.
+    baselines: tuple[str, ...] = ("eager", "compile")
     # build
     arch: str | None = None  # e.g. "9.0"; None: TORCH_CUDA_ARCH_LIST, else the GPU's, else 9.0
     jobs: int = 0  # parallel compiler processes; 0 = number of CPUs

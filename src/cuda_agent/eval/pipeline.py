@@ -42,8 +42,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.eval import baseline_set, gpu_lock, inline_build, timed, warm
 from cuda_agent.eval import gpu as gpu_mod
-from cuda_agent.eval import gpu_lock, inline_build, timed, warm
 from cuda_agent.eval import protocol as P
 from cuda_agent.eval import sanitize as sanitize_mod
 from cuda_agent.eval import trusted_time as tt
@@ -378,6 +378,9 @@ def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult
         res.message += f" (the candidate reported {res.reported_ms:.4g} ms; the evaluator's clock decides)"
     if grown is not None:  # last: the reference may fail on grown inputs, and it is not needed after
         _shape_probe(ref, res, cfg, task, grown, grow, max_bytes)
+    if baseline_set.extras(cfg.baselines):  # issue 32: reported beside the reward, never in it; after all else
+        with timed.section(res, cfg, gpu):
+            timed.extra_baselines(cfg, res, ref, base_req, cache)
 
 
 def sol_floor(moved: int, bw: float | None) -> float:

@@ -95,6 +95,7 @@ class Time:
     sync_before_end: bool = False
     compiled: bool = False
     spread: str = "cv"  # what a round's max_cv bounds: "cv" or "p10p90" (timing.time_calls)
+    variant: str = ""  # reference only: an extra baseline's mode (baseline_set.CHILD_MODE); "" as `compiled` says
     cmd: str = "time"
 
 

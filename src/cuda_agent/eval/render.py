@@ -8,6 +8,7 @@ same text can go to a terminal or into an LLM context.
 
 from __future__ import annotations
 
+from cuda_agent.eval import baseline_set
 from cuda_agent.eval.result import NOT_SCORED, EvalResult, Status
 
 
@@ -37,6 +38,7 @@ def result_text(r: EvalResult, log_chars: int = 3000) -> str:
         lines.append(f"candidate:     {_ms(r.time_ms)}{cv}")
         lines.append(f"eager:         {_ms(r.eager_ms)}    speedup {_x(r.speedup_vs_eager)}")
         lines.append(f"torch.compile: {_ms(r.compile_ms)}    speedup {_x(r.speedup_vs_compile)}")
+        lines += baseline_set.lines(r)  # extra baselines and "vs best" (issue 32); none with the default set
         if r.trusted_ms is not None:  # the evaluator's own clock (trusted_time): it decides
             tol = f", tolerance {r.trusted_tol:.1%}" if r.trusted_tol is not None else ""
             lines.append(f"evaluator's clock ({r.trusted_mode or '?'}): {_ms(r.trusted_ms)} per call vs eager "

@@ -130,6 +130,9 @@ class EvalResult:
     timing: TimingStats | None = None
     eager_timing: TimingStats | None = None
     compile_timing: TimingStats | None = None
+    # extra baselines (EvalConfig.baselines, eval.baseline_set): name -> median ms by the events; eager and
+    # torch.compile stay in eager_ms/compile_ms. Reported with "vs best", never part of the reward.
+    baselines_ms: dict[str, float] = field(default_factory=dict)
     precision: str = "fp32"
     # wall seconds per phase; a dotted key ("timing.calls") is part of its phase or, for "lock.shared" and
     # "lock.exclusive" (waits for the GPU's lock: requests, timed sections), of the time between phases

@@ -423,6 +423,35 @@ def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: 
                         "compile": res.compile_timing.__dict__ if res.compile_timing is not None else None})
 
 
+def extra_baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: KVCache | None) -> None:
+    """The extra baselines of `cfg.baselines` (eval.baseline_set: max-autotune, cuda-graph), timed by the
+    same request as eager (events), cached per baseline beside eager's key, into `res.baselines_ms`. A
+    baseline that fails (max-autotune's compile, a graph that will not capture) is a WARN finding, not a
+    failure of the evaluation; it is not cached (it may be transient). Called last, after everything else
+    the reference child does (a failed capture may leave its CUDA context unusable), in a timed section."""
+    from cuda_agent.eval import baseline_set
+
+    for name in baseline_set.extras(cfg.baselines):
+        key = f"{baseline_key(cfg, res, req)}/extra/{name}"
+        if cache is not None and (hit := cache.get(key)) is not None:
+            res.baselines_ms[name] = float(hit["median_ms"])
+            continue
+        base = P.Time(req.seeds, req.n_warmup, req.n_timed, req.max_cv, req.max_rounds, fresh_seed=req.fresh_seed,
+                      spread=req.spread, variant=baseline_set.CHILD_MODE[name])
+        t0 = time.monotonic()
+        reply = ref.request(base, cfg.baseline_timeout)
+        res.phases_s[f"baseline_{name}"] = round(time.monotonic() - t0, 3)
+        if isinstance(reply, P.TimeReply):
+            stats = TimingStats.from_dict(reply.stats)
+            res.baselines_ms[name] = stats.median_ms
+            if cache is not None:
+                cache.put(key, {"median_ms": stats.median_ms, "stats": stats.__dict__})
+        else:
+            why = failure(reply) or "no reply"
+            res.findings.append(Finding(f"baseline-{name}-failed", f"the {name} baseline failed ({why[:300]}); not reported",
+                                        Severity.WARN))
+
+
 def flag_unstable(res: EvalResult, cfg: EvalConfig) -> None:
     """A timing whose spread stayed above max_cv after its rounds does not pass silently. Not on the
     CPU lane, whose host-clock times mean nothing and are as noisy as the machine."""

@@ -76,12 +76,13 @@ def template_text(name: str) -> str:
 
 def tool_script(phase: str) -> str:
     # The interpreter that created the workspace runs the tool, so the tool works
-    # without cuda-agent on PATH (e.g. inside the agent's sandboxed shell).
+    # without cuda-agent on PATH (e.g. inside the agent's sandboxed shell). tools/profile adds the
+    # expert profile (eval.expert_profile: per-kernel counters, roofline) after the evaluation's text.
     return (
         "#!/bin/sh\n"
         f"# cuda-agent tool: {phase}. Protected; runs the trusted evaluator on this workspace.\n"
         f'exec "${{CUDA_AGENT_PYTHON:-{sys.executable}}}" -m cuda_agent eval '
-        f'"$(dirname "$0")/.." --phase {phase} "$@"\n'
+        f'"$(dirname "$0")/.." --phase {phase}{" --expert" if phase == "profile" else ""} "$@"\n'
     )
 
 
