@@ -209,6 +209,19 @@ def test_tracing_children_survive_hangs_and_deaths_and_cache_references(tmp_path
     assert len(list((tmp_path / "c").glob("*.json"))) == 2
 
 
+def test_a_timeout_neither_poisons_the_child_nor_spends_the_import_of_the_next_task():
+    # tracing's first call imports torch._dynamo (~3 s here); the child pays it before its first task,
+    # so a 1 s budget suffices from the first task on (before, an alarm inside that import left the
+    # module half-built and every later task failed with a circular-import error)
+    ok = task("        return torch.tanh(x)")
+    assert trace_many([ok], workers=1, timeout_s=1.0, sandbox="off")[0].graph.op_labels() == ["tanh"]
+    # a task that patches torch and then hangs: the next task runs in a fresh child, unpatched
+    patch_and_hang = task("        torch.tanh = torch.sigmoid\n        while True:\n            pass")
+    got = trace_many([patch_and_hang, ok], workers=1, timeout_s=1.0, sandbox="off")
+    assert "ran past" in got[0].error
+    assert got[1].graph is not None and got[1].graph.op_labels() == ["tanh"], got[1]
+
+
 def test_decontaminator_uses_the_syntactic_measure_only_where_a_graph_is_missing(tmp_path, cache_env):
     refs = [(p.parent.name, p.read_text()) for p in sorted(ROOT.glob("examples/*/task.py"))]
     # a reference that cannot be traced here (a missing module): only the AST measure can compare with it
