@@ -189,6 +189,23 @@ def test_containment_is_about_dataflow_not_op_counts():
     assert embeds(chain, prefixed, alpha=0.34)
 
 
+def test_the_syntactic_fallback_ignores_docstrings_comments_names_and_folding():
+    from cuda_agent.synth.astsim import parse_model
+    from cuda_agent.synth.astsim import similarity as ast_similarity
+
+    head = "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+    init = ("    def __init__(self, c_in, c_out, k, bias_shape):\n        super({}__init__(){}\n"
+            "        self.conv = nn.Conv2d(c_in, c_out, k)\n        self.bias = nn.Parameter(torch.randn(bias_shape))\n\n")
+    a = (head + '    """Conv, ReLU, bias add."""\n\n' + init.format("Model, self).", "") +
+         '    def forward(self, x):\n        """x: (N, C, H, W)."""\n        x = self.conv(x)\n'
+         "        x = torch.relu(x)\n        x = x + self.bias\n        return x\n")
+    b = (head + init.format(").", "  # a comment") +
+         "    def forward(self, inp):\n        h = torch.relu(self.conv(inp))\n        return h + self.bias\n")
+    assert ast_similarity(parse_model(a), parse_model(b)) == 1.0
+    # what is called is not a name: ReLU is not SELU (the raw measure scored them 1.00)
+    assert ast_similarity(parse_model(a), parse_model(a.replace("torch.relu", "torch.selu"))) < 0.95
+
+
 def test_op_graphs_from_a_child_are_validated():
     good = {"nodes": [["in", []], ["relu", [[0, 0, "f"]]]], "outputs": [[1, 0]]}
     assert OpGraph.from_json(good).op_labels() == ["relu"]
