@@ -5,10 +5,15 @@ cuda_agent.synth.trace_child --fd-in A --fd-out B`), inside the evaluator's
 sandbox: composed code may come from an LLM, and tracing executes it (the
 module, `Model.__init__`, `get_inputs`, `forward`). One JSON command per line
 in, one JSON reply per line out:
-- `ready`: an empty reply, once torch is imported;
+- `ready`: an empty reply, once torch is imported and one built-in task has
+  been traced (tracing's first call imports some 800 modules, `torch._dynamo`
+  among them, for about 3 s: paid before any task's SIGALRM budget runs, since
+  an alarm inside that import left it half-initialised and every later task in
+  the child failed with a circular-import error);
 - `trace` {source, name, timeout_s}: `{"graph": ...}`, or `ok: false` with the
   error (the task raised, needs data on the meta device, or ran past
-  `timeout_s`: SIGALRM).
+  `timeout_s`: SIGALRM, with `timed_out: true`: the parent restarts the child,
+  whose state the interrupted task may have left anywhere).
 One child traces many tasks in turn, each in a fresh module namespace. Not
 guaranteed: isolation between the tasks of one child (a task that patches
 torch changes what later ones trace; the filter screens for mistakes, not for
@@ -46,10 +51,32 @@ def cmd_trace(msg: dict[str, Any]) -> dict[str, Any]:
     except TraceError as e:
         return {"ok": False, "error": str(e)[:600]}
     except _Timeout:
-        return {"ok": False, "error": f"tracing ran past {msg.get('timeout_s', 30.0)} s"}
+        return {"ok": False, "error": f"tracing ran past {msg.get('timeout_s', 30.0)} s", "timed_out": True}
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     return {"ok": True, "graph": graph}
+
+
+WARM_UP = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.softmax(torch.relu(self.fc(x)).sum(dim=1, keepdim=True) * x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(2, 4)]
+
+
+def get_init_inputs():
+    return []
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace_source(WARM_UP, "<warm-up>")  # the lazy imports, outside any task's budget
     for line in os.fdopen(a.fd_in, "rb"):
         msg = json.loads(line)
         cmd = msg.get("cmd")

@@ -4,7 +4,7 @@ Contract: `trace_many(sources, workers=, sandbox=, cache=)` returns, per source
 and in order, a `Traced`: the validated `semantic.OpGraph`, or the reason
 there is none (the task raised or needs data on the meta device: the
 `trace_child` reply; the child died or ran past `timeout_s`: it is restarted
-and the next task goes on). The parent executes no task code: every task runs
+and the next task goes on; a task's own SIGALRM timeout restarts it too). The parent executes no task code: every task runs
 in a `trace_child` process inside the evaluator's sandbox (`sandbox="auto"`:
 where this machine has one, as the filter's device stages do; "off" runs it
 unsandboxed). `workers` children run at once, each tracing its share of the
@@ -107,6 +107,8 @@ class _Worker:
             self.close()
             return None, f"tracing child: {reply.message}", False
         if not reply.get("ok"):
+            if reply.get("timed_out"):
+                self.close()  # the interrupted task may have left the child's state anywhere
             return None, str(reply.get("error", "?"))[:600], True
         return reply.get("graph"), "", True
 
