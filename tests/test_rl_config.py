@@ -86,4 +86,5 @@ def test_train_commands(model, tmp_path, capsys):
     assert "-m verl.trainer.sft_trainer --config-path" in cmd
     assert main(["rl", "train", "--stage", "ppo", "--config", str(out), "--ray-address", "h:6379", "--dry-run"]) == 0
     cmd = capsys.readouterr().out
-    assert cmd.startswith("RAY_ADDRESS=h:6379 ") and "verl.trainer.main_ppo --config-path" in cmd
+    assert "RAY_ADDRESS=h:6379 " in cmd and "verl.trainer.main_ppo --config-path" in cmd
+    assert "VERL_USE_EXTERNAL_MODULES=cuda_agent.rl.verl_plugins " in cmd and "VERL_PLATFORM" not in cmd

@@ -44,7 +44,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--train", required=True, metavar="PARQUET", help="training data (from rl prompts / rft / vp)")
     s.add_argument("--val", default=None, metavar="PARQUET")
     s.add_argument("--nnodes", type=int, default=1)
-    s.add_argument("--gpus-per-node", type=int, default=8, help="training GPUs per node (not the evaluation GPUs)")
+    s.add_argument("--gpus-per-node", type=int, default=None,
+                   help="training GPUs per node, not the evaluation GPUs (default 8; --device cpu: training processes, 1)")
+    s.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                   help="cpu: the whole loop on one machine without GPUs (transformers rollout, gloo, the evaluator's "
+                        "CPU lane); for debugging and CI")
+    s.add_argument("--rollout", choices=("vllm", "sglang", "hf"), default=None,
+                   help="rollout engine (default: vllm; with --device cpu: hf, transformers generation)")
     s.add_argument("--rollout-tp", type=int, default=2, help="tensor parallel size of the vLLM rollout")
     s.add_argument("--steps", type=int, default=None, help="training steps (default: the stage's)")
     s.add_argument("--batch", type=int, default=None, help="trajectories per step = mini-batch (default 1024)")
@@ -114,8 +120,9 @@ def _config(args: argparse.Namespace) -> int:
     try:
         out = write(args.stage, args.output, model=str(Path(args.model).resolve()), train=str(Path(args.train).resolve()),
                     val=str(Path(args.val).resolve()) if args.val else None,
-                    cluster=Cluster(args.nnodes, args.gpus_per_node, args.rollout_tp), steps=args.steps,
-                    batch=args.batch, extra=args.set)
+                    cluster=Cluster(args.nnodes, args.gpus_per_node or (1 if args.device == "cpu" else 8),
+                                    args.rollout_tp), steps=args.steps, batch=args.batch, extra=args.set,
+                    device=args.device, rollout=args.rollout)
     except ConfigError as e:
         raise UsageError(str(e)) from None
     print(f"{args.stage} config validated by verl -> {out}")
@@ -130,10 +137,10 @@ def _train(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.config}: no such config (write it with `cuda-agent rl config`)")
     try:
         argv = command(args.stage, args.config, nnodes=args.nnodes, gpus_per_node=args.gpus_per_node,
-                       node_rank=args.node_rank, master_addr=args.master_addr)
+                       node_rank=args.node_rank, master_addr=args.master_addr, ray_address=args.ray_address)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    env = environment(args.ray_address)
+    env = environment(args.ray_address, args.config)
     if args.dry_run:
         print(" ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join(argv)]))
         return 0
