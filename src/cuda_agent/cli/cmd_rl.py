@@ -111,9 +111,13 @@ def _need_verl() -> None:
 def _config(args: argparse.Namespace) -> int:
     _need_verl()
     from cuda_agent.rl.config import Cluster, ConfigError, write
+    from cuda_agent.rl.inputs import dataset_problem, model_problem
 
-    if not (Path(args.model) / "config.json").is_file():
-        raise UsageError(f"--model {args.model}: not a local model folder with a config.json")
+    # datasets are checked here only when they exist (a config may be written first); `rl train` requires them
+    problem = model_problem(args.model) or next((dataset_problem(d) for d in (args.train, args.val)
+                                                 if d and Path(d).exists() and dataset_problem(d)), None)
+    if problem:
+        raise UsageError(f"--model {problem}" if problem.startswith(args.model) else problem)
     bad = [s for s in args.set if "=" not in s]
     if bad:
         raise UsageError(f"overrides are KEY=VALUE, got {bad[0]!r}")
@@ -129,12 +133,40 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_inputs(args: argparse.Namespace) -> None:
+    """The config's model and data, and the Ray address, before verl starts (it would say it in a traceback)."""
+    import yaml
+
+    from cuda_agent.rl.inputs import dataset_problem, model_problem, ray_problem
+
+    try:
+        cfg = yaml.safe_load(Path(args.config).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise UsageError(f"{args.config}: not a readable config ({type(e).__name__})") from None
+    if args.stage == "sft":
+        models, data = [(cfg.get("model") or {}).get("path")], (cfg.get("data") or {}).get("train_files")
+    else:
+        arr = cfg.get("actor_rollout_ref") or {}
+        models = [(arr.get("model") or {}).get("path"), ((cfg.get("critic") or {}).get("model") or {}).get("path")]
+        data = (cfg.get("data") or {}).get("train_files")
+    problems = [model_problem(m) for m in dict.fromkeys(m for m in models if isinstance(m, str) and "${" not in m)]
+    if isinstance(data, str) and "${" not in data:
+        problems.append(dataset_problem(data))
+    if args.ray_address:
+        problems.append(ray_problem(args.ray_address))
+    problem = next((p for p in problems if p), None)
+    if problem:
+        raise UsageError(problem)
+
+
 def _train(args: argparse.Namespace) -> int:
     from cuda_agent.rl.launch import command, environment
     from cuda_agent.rl.launch import run as launch
 
     if not Path(args.config).is_file():
         raise UsageError(f"{args.config}: no such config (write it with `cuda-agent rl config`)")
+    if not args.dry_run:
+        _check_inputs(args)
     try:
         argv = command(args.stage, args.config, nnodes=args.nnodes, gpus_per_node=args.gpus_per_node,
                        node_rank=args.node_rank, master_addr=args.master_addr, ray_address=args.ray_address)

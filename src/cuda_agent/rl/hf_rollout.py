@@ -11,9 +11,10 @@ Contract:
 - `HFServer.generate(request_id, prompt_ids=..., sampling_params=...)` samples up to
   `max_tokens` (capped by the rollout's model length) with `temperature`, `top_k`,
   `top_p` (temperature 0: greedy), stops after an end-of-sequence id (kept, as vLLM
-  keeps it), and returns verl's `TokenOutput` with the sampled ids, their log-probs under
-  the model's raw distribution (before temperature, as vLLM's default), and
-  `stop_reason` "completed". One request at a time per replica.
+  keeps it), and returns verl's `TokenOutput` with the sampled ids, their log-probs
+  (`rollout.logprobs_mode`: "processed_logprobs", verl's default, after temperature, as
+  verl's actor computes them; "raw_logprobs" before) and `stop_reason` "completed".
+  One request at a time per replica.
 - `HFServerAdapter` (registered in verl's rollout class registry as ("hf", "async")) lives
   in the training worker; verl's weight sync (`update_weights`) hands it the actor's
   parameters by name and it loads them into the replica's model (rollout rank 0 sends,
@@ -76,6 +77,7 @@ class HFServer:
         self.global_steps = 0  # the weight version; verl syncs the first before any generation
         self.lock = threading.Lock()
         self.rng = torch.Generator().manual_seed(int(getattr(config, "seed", 0) or 0) + replica_rank)
+        self.processed = str(getattr(config, "logprobs_mode", "processed_logprobs") or "").startswith("processed")
 
     def _generate(self, prompt_ids: list[int], sp: dict[str, Any]) -> TokenOutput:
         room = self.max_model_len - len(prompt_ids)
@@ -90,7 +92,8 @@ class HFServer:
                 logits = out.logits[0, -1]
                 tok = sample_next(logits, temperature, top_k, top_p, self.rng)
                 ids.append(tok)
-                lps.append(float(torch.log_softmax(logits.float(), -1)[tok]))
+                scaled = logits.float() / temperature if self.processed and temperature > 0 else logits.float()
+                lps.append(float(torch.log_softmax(scaled, -1)[tok]))
                 if tok in self.eos:
                     break
                 out = self.model(torch.tensor([[tok]]), past_key_values=out.past_key_values, use_cache=True)

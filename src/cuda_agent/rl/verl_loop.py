@@ -111,7 +111,8 @@ def to_output(r: Rollout, versions: dict[str, int] | None = None) -> AgentLoopOu
 class CudaAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, max_turns: int = 150, episode_timeout_s: float = 7200.0,
                  max_tokens_per_turn: int | None = 16384, bash_timeout_s: float = 180.0, eval_device: str = "cuda",
-                 workdir_root: str | None = None, keep_workdirs: bool = False, env_threads: int = 256, **kwargs: Any):
+                 eval_options: dict[str, Any] | None = None, workdir_root: str | None = None,
+                 keep_workdirs: bool = False, env_threads: int = 256, **kwargs: Any):
         kwargs.pop("tools", None)  # verl's own tool list; this environment brings its tools
         super().__init__(*args, **kwargs)
         rc = self.rollout_config
@@ -119,6 +120,7 @@ class CudaAgentLoop(AgentLoopBase):
                                      response_length=rc.response_length, max_tokens_per_turn=max_tokens_per_turn,
                                      episode_timeout_s=episode_timeout_s)
         self.bash_timeout_s, self.eval_device = bash_timeout_s, eval_device
+        self.eval_options = dict(eval_options or {})  # further EvalConfig fields (the CPU lane's lighter protocol)
         self.workdir_root, self.keep_workdirs, self.env_threads = workdir_root, keep_workdirs, env_threads
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
@@ -127,7 +129,8 @@ class CudaAgentLoop(AgentLoopBase):
             raise ValueError("the row has no extra_info.task_source: build the dataset with `cuda-agent rl prompts`")
         task = Task.from_source(info["task_source"], info.get("task_name", "task"))
         env = Environment(EnvConfig(max_turns=self.rollout.max_turns, bash_timeout_s=self.bash_timeout_s),
-                          evaluator=pool_evaluator(shared_pool(), task, EvalConfig(device=self.eval_device)))
+                          evaluator=pool_evaluator(shared_pool(), task,
+                                                   EvalConfig(device=self.eval_device, **self.eval_options)))
         root = self.workdir_root or os.environ.get("CUDA_AGENT_RL_WORKDIR")
         if root:
             os.makedirs(root, exist_ok=True)
