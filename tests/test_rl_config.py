@@ -45,7 +45,9 @@ def test_every_stage_composes_and_validates(stage, model, tmp_path):
         loops = yaml.safe_load(open(r.agent.agent_loop_config_path))
         assert loops[0]["name"] == r.agent.default_agent_loop == "cuda_agent" and loops[0]["max_turns"] == 150
     if stage == "vp":  # the actor stays frozen for the whole run
-        assert c.trainer.critic_warmup == c.trainer.total_training_steps and r.agent.default_agent_loop == "cuda_agent_replay"
+        # verl updates the actor once critic_warmup <= global_steps (counted from 1): one past the last step
+        assert c.trainer.critic_warmup == c.trainer.total_training_steps + 1
+        assert r.agent.default_agent_loop == "cuda_agent_replay" and r.calculate_log_probs is False
     if stage == "warmup":
         assert r.agent.default_agent_loop == "single_turn_agent"
         assert c.reward.custom_reward_function.path.endswith("scoring.py")

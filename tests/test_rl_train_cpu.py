@@ -91,16 +91,18 @@ def _config(tmp: Path, model: Path, steps: int) -> Path:
                  "actor_rollout_ref.rollout.temperature=0.3"]) == 0
     loops = out.with_name("ppo.agent_loops.yaml")
     entries = yaml.safe_load(loops.read_text())
-    entries[0].update(max_turns=2, max_tokens_per_turn=400, workdir_root=str(tmp / "work"), keep_workdirs=True)
+    entries[0].update(max_turns=1, max_tokens_per_turn=400, workdir_root=str(tmp / "work"), keep_workdirs=True)
     loops.write_text(yaml.safe_dump(entries))
     return out
 
 
-def _train(cfg: Path, cache: Path) -> str:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CUDA_AGENT_CACHE": str(cache)}
+def _train(cfg: Path, cache: Path, log_name: str) -> str:
+    # RAY_ADDRESS=local: a Ray of its own, even where someone's `ray start` cluster runs on this machine
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CUDA_AGENT_CACHE": str(cache), "RAY_ADDRESS": "local"}
     p = subprocess.run([sys.executable, "-m", "cuda_agent.cli.main", "rl", "train", "--stage", "ppo", "--config",
                         str(cfg)], capture_output=True, text=True, timeout=900, env=env)
     log = p.stdout + p.stderr
+    cfg.with_name(log_name).write_text(log)  # kept for a look when something fails
     assert p.returncode == 0, log[-4000:]
     return log
 
@@ -125,11 +127,11 @@ def test_two_ppo_steps_with_the_evaluators_reward_and_a_resume(tmp_path, cache_e
     assert main(["rl", "prompts", str(tasks), "-o", str(tmp_path / "train.parquet")]) == 0
     model = _taught_model(tmp_path, tasks)
 
-    first = _train(_config(tmp_path, model, steps=1), cache_env)
+    first = _train(_config(tmp_path, model, steps=1), cache_env, "train1.log")
     ck = tmp_path / "ckpt"
     assert (ck / "global_step_1" / "actor" / "huggingface").is_dir() and (ck / "global_step_1" / "critic").is_dir()
     assert "hf rollout 0: " in first  # verl synced the actor's weights into the transformers rollout
-    second = _train(_config(tmp_path, model, steps=2), cache_env)
+    second = _train(_config(tmp_path, model, steps=2), cache_env, "train2.log")
     assert "global_step_1" in second and (ck / "global_step_2" / "critic" / "huggingface").is_dir()
     assert "step:2 " in second and "step:1 " not in second  # resumed at step 2, not restarted
 

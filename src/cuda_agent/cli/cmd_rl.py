@@ -60,7 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--config", required=True, metavar="YAML", help="written by `rl config`")
     s.add_argument("--ray-address", default=None, help="join this Ray cluster (PPO stages)")
     s.add_argument("--nnodes", type=int, default=1, help="SFT: nodes")
-    s.add_argument("--gpus-per-node", type=int, default=8, help="SFT: processes per node")
+    s.add_argument("--gpus-per-node", type=int, default=None,
+                   help="SFT: processes per node (default: the config's trainer.n_gpus_per_node)")
     s.add_argument("--node-rank", type=int, default=0, help="SFT: this node's rank")
     s.add_argument("--master-addr", default=None, help="SFT: node 0's address")
     s.add_argument("--dry-run", action="store_true", help="print the command and environment, do not run")
@@ -133,6 +134,16 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _per_node(config: str) -> int:
+    import yaml
+
+    try:
+        n = ((yaml.safe_load(Path(config).read_text()) or {}).get("trainer") or {}).get("n_gpus_per_node")
+    except (OSError, yaml.YAMLError):
+        n = None
+    return n if isinstance(n, int) and n > 0 else 8
+
+
 def _check_inputs(args: argparse.Namespace) -> None:
     """The config's model and data, and the Ray address, before verl starts (it would say it in a traceback)."""
     import yaml
@@ -168,7 +179,7 @@ def _train(args: argparse.Namespace) -> int:
     if not args.dry_run:
         _check_inputs(args)
     try:
-        argv = command(args.stage, args.config, nnodes=args.nnodes, gpus_per_node=args.gpus_per_node,
+        argv = command(args.stage, args.config, nnodes=args.nnodes, gpus_per_node=args.gpus_per_node or _per_node(args.config),
                        node_rank=args.node_rank, master_addr=args.master_addr, ray_address=args.ray_address)
     except ValueError as e:
         raise UsageError(str(e)) from None

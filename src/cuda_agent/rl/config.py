@@ -2,8 +2,9 @@
 
 Stages: "warmup" (single-turn PPO, 32K context, the milestone reward through the
 pool), "sft" (rejection fine-tuning with verl's sft_trainer), "vp" (value
-pretraining: PPO with the replay loop and `trainer.critic_warmup` covering the
-whole run, so only the critic learns), "ppo" (agentic PPO, 131,072 context,
+pretraining: PPO with the replay loop and `trainer.critic_warmup` one past the
+last step, so only the critic learns: verl updates the actor once
+`critic_warmup <= global_steps`, and its steps count from 1), "ppo" (agentic PPO, 131,072 context,
 150 turns). The paper's values are the defaults (PAPER); every one can be
 overridden with verl's own dotted keys.
 
@@ -61,7 +62,8 @@ def cpu_overrides(stage: str, slots: int) -> list[str]:
            "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM=cpu", "data.dataloader_num_workers=0"]
     if stage == "sft":
         return out[:1] + ["model.use_remove_padding=false", "model.enable_gradient_checkpointing=false",
-                          "engine.use_torch_compile=false", "engine.dtype=float32"]
+                          "++model.override_config.attn_implementation=sdpa", "engine.use_torch_compile=false",
+                          "engine.dtype=float32", "engine.strategy=fsdp2", "data.num_workers=0"]
     for m in ("actor_rollout_ref.model", "critic.model"):
         out += [f"{m}.use_remove_padding=false", f"{m}.enable_gradient_checkpointing=false",
                 f"++{m}.override_config.attn_implementation=sdpa"]
@@ -143,12 +145,14 @@ def overrides(stage: str, *, model: str, train: str, val: str | None, cluster: C
         f"critic.model.path={model}", f"critic.optim.lr={p['critic_lr']}", f"critic.ppo_mini_batch_size={b}",
         "critic.use_dynamic_bsz=true", f"critic.ppo_max_token_len_per_gpu={ctx}",
         f"trainer.total_training_steps={total}", "trainer.val_before_train=false", "trainer.test_freq=-1",
-        "trainer.save_freq=25", f"trainer.critic_warmup={total if stage == 'vp' else 0}",
+        "trainer.save_freq=25", f"trainer.critic_warmup={total + 1 if stage == 'vp' else 0}",
         # Hugging Face weights in every checkpoint: the next stage (and vLLM for collection) starts from them
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
         "critic.checkpoint.save_contents=[model,optimizer,extra,hf_model]"] + cpu
     if loops:
         out.append(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}")
+    if stage == "vp":  # replayed trajectories carry no rollout log-probs; verl would ask for them
+        out.append("actor_rollout_ref.rollout.calculate_log_probs=false")
     if stage == "warmup":
         out += [f"reward.custom_reward_function.path={_rl_file('scoring.py')}", "reward.custom_reward_function.name=compute_score"]
     return out

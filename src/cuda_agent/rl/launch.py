@@ -9,7 +9,8 @@ starts Ray, or joins the cluster named by RAY_ADDRESS); the SFT stage runs verl'
 what the process needs on top of the caller's environment: RAY_ADDRESS for a
 cluster, `VERL_USE_EXTERNAL_MODULES` naming rl.verl_plugins (the "hf" rollout and the
 "cpu" platform) in front of any modules the caller already names, and VERL_PLATFORM=cpu
-for a config with `trainer.device=cpu`. A CPU config joining a cluster drops the local
+for a config with `trainer.device=cpu`. A CPU config joining a cluster (--ray-address, or
+RAY_ADDRESS in the environment, other than "local") drops the local
 Ray's slot count (`ray.init` refuses resource counts when it connects); that cluster's
 nodes must offer "GPU" slots (`ray start --num-gpus N`). `run` executes the command and
 returns its exit code.
@@ -43,8 +44,9 @@ def command(stage: str, config: str | Path, *, nnodes: int = 1, gpus_per_node: i
     where = ["--config-path", str(cfg.parent), "--config-name", cfg.stem]
     if stage != "sft":
         joins = ["ray_kwargs.ray_init.num_gpus=null", "ray_kwargs.ray_init.num_cpus=null"]
+        joining = (ray_address or os.environ.get("RAY_ADDRESS") or "local") != "local"
         return [sys.executable, "-m", "verl.trainer.main_ppo", *where,
-                *(joins if ray_address and device_of(cfg) == "cpu" else [])]
+                *(joins if joining and device_of(cfg) == "cpu" else [])]
     dist = [f"--nnodes={nnodes}", f"--nproc_per_node={gpus_per_node}"]
     if nnodes > 1:
         if not master_addr:
