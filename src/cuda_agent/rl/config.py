@@ -33,6 +33,8 @@ from typing import Any
 
 import yaml
 
+from cuda_agent.rl.scoring import CPU_LANE
+
 STAGES = ("warmup", "sft", "vp", "ppo")
 PAPER = {"gamma": 1.0, "lam": 0.95, "clip_low": 0.2, "clip_high": 0.28, "loss_agg_mode": "seq-mean-token-mean",
          "actor_lr": 3e-6, "critic_lr": 6e-6, "batch": 1024, "steps": 150, "context": 131072, "warmup_context": 32768,
@@ -47,9 +49,6 @@ PLUGINS = "cuda_agent.rl.verl_plugins"
 # Ray bookkeeping on the CPU: verl's placement bundles ask for 3 CPUs and one "GPU" slot per training
 # process (rl.cpu_platform), its actors one CPU each; these are logical counts, not cores.
 CPU_RAY_CPUS = 32
-# The evaluator's CPU lane inside CPU training: its times say nothing about kernels, so the shorter
-# protocol of the project's CPU tests (no torch.compile baseline, 10 timed calls, one round).
-CPU_LANE = {"compile_baseline": False, "n_timed": 10, "n_warmup": 3, "max_rounds": 1}
 
 
 def cpu_overrides(stage: str, slots: int) -> list[str]:
@@ -155,6 +154,8 @@ def overrides(stage: str, *, model: str, train: str, val: str | None, cluster: C
         out.append("actor_rollout_ref.rollout.calculate_log_probs=false")
     if stage == "warmup":
         out += [f"reward.custom_reward_function.path={_rl_file('scoring.py')}", "reward.custom_reward_function.name=compute_score"]
+        if device == "cpu":
+            out.append("+reward.custom_reward_function.reward_kwargs.eval_device=cpu")
     return out
 
 
