@@ -97,10 +97,13 @@ def _config(tmp: Path, model: Path, steps: int) -> Path:
 
 
 def _train(cfg: Path, cache: Path, log_name: str) -> str:
-    # RAY_ADDRESS=local: a Ray of its own, even where someone's `ray start` cluster runs on this machine
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CUDA_AGENT_CACHE": str(cache), "RAY_ADDRESS": "local"}
+    # RAY_ADDRESS=local: a Ray of its own, even where someone's `ray start` cluster runs on this machine.
+    # Ray's memory monitor off: on a shared CI machine it killed this run's workers for memory that other
+    # jobs used (2026-12-05, twice), and verl's trainer then waited for them forever
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CUDA_AGENT_CACHE": str(cache), "RAY_ADDRESS": "local",
+           "RAY_memory_monitor_refresh_ms": "0"}
     p = subprocess.run([sys.executable, "-m", "cuda_agent.cli.main", "rl", "train", "--stage", "ppo", "--config",
-                        str(cfg)], capture_output=True, text=True, timeout=900, env=env)
+                        str(cfg)], capture_output=True, text=True, timeout=1200, env=env)
     log = p.stdout + p.stderr
     cfg.with_name(log_name).write_text(log)  # kept for a look when something fails
     assert p.returncode == 0, log[-4000:]
