@@ -103,7 +103,7 @@ def _train(cfg: Path, cache: Path, log_name: str) -> str:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CUDA_AGENT_CACHE": str(cache), "RAY_ADDRESS": "local",
            "RAY_memory_monitor_refresh_ms": "0"}
     p = subprocess.run([sys.executable, "-m", "cuda_agent.cli.main", "rl", "train", "--stage", "ppo", "--config",
-                        str(cfg)], capture_output=True, text=True, timeout=1200, env=env)
+                        str(cfg)], capture_output=True, text=True, timeout=1200, env=env, cwd=cfg.parent)  # Hydra's outputs/
     log = p.stdout + p.stderr
     cfg.with_name(log_name).write_text(log)  # kept for a look when something fails
     assert p.returncode == 0, log[-4000:]
