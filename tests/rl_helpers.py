@@ -73,3 +73,34 @@ class ScriptedPool:
 
     def close(self, cancel: bool = False) -> None:
         pass
+
+
+def teach(model_dir: Any, contexts: list[list[int]], answer: str, *, lr: float = 1e-2, max_steps: int = 400,
+          target_loss: float = 0.01) -> int:
+    """Train the tiny model saved in `model_dir` (in place) to answer `answer` (then its end-of-turn token)
+    after each context: plain teacher forcing with Adam, stopped once the answer's mean token loss is under
+    `target_loss`. Returns the steps taken. Give a windowed model (rl.tiny: `window`) the last tokens of
+    each prompt only: what it learns there holds at the prompt's full length."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa")
+    ids = tok.encode(answer, add_special_tokens=False) + [tok.convert_tokens_to_ids("<|im_end|>")]
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    torch.manual_seed(0)
+    for step in range(max_steps):
+        ctx = contexts[step % len(contexts)]
+        x = torch.tensor([ctx + ids])
+        labels = x.clone()
+        labels[0, :len(ctx)] = -100
+        loss = model(x, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if loss.item() < target_loss:
+            break
+    else:
+        raise AssertionError(f"the tiny model did not learn the answer in {max_steps} steps (loss {loss.item():.3f})")
+    model.save_pretrained(model_dir)
+    return step + 1

@@ -44,7 +44,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--train", required=True, metavar="PARQUET", help="training data (from rl prompts / rft / vp)")
     s.add_argument("--val", default=None, metavar="PARQUET")
     s.add_argument("--nnodes", type=int, default=1)
-    s.add_argument("--gpus-per-node", type=int, default=8, help="training GPUs per node (not the evaluation GPUs)")
+    s.add_argument("--gpus-per-node", type=int, default=None,
+                   help="training GPUs per node, not the evaluation GPUs (default 8; --device cpu: training processes, 1)")
+    s.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                   help="cpu: the whole loop on one machine without GPUs (transformers rollout, gloo, the evaluator's "
+                        "CPU lane); for debugging and CI")
+    s.add_argument("--rollout", choices=("vllm", "sglang", "hf"), default=None,
+                   help="rollout engine (default: vllm; with --device cpu: hf, transformers generation)")
     s.add_argument("--rollout-tp", type=int, default=2, help="tensor parallel size of the vLLM rollout")
     s.add_argument("--steps", type=int, default=None, help="training steps (default: the stage's)")
     s.add_argument("--batch", type=int, default=None, help="trajectories per step = mini-batch (default 1024)")
@@ -54,7 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--config", required=True, metavar="YAML", help="written by `rl config`")
     s.add_argument("--ray-address", default=None, help="join this Ray cluster (PPO stages)")
     s.add_argument("--nnodes", type=int, default=1, help="SFT: nodes")
-    s.add_argument("--gpus-per-node", type=int, default=8, help="SFT: processes per node")
+    s.add_argument("--gpus-per-node", type=int, default=None,
+                   help="SFT: processes per node (default: the config's trainer.n_gpus_per_node)")
     s.add_argument("--node-rank", type=int, default=0, help="SFT: this node's rank")
     s.add_argument("--master-addr", default=None, help="SFT: node 0's address")
     s.add_argument("--dry-run", action="store_true", help="print the command and environment, do not run")
@@ -105,21 +112,62 @@ def _need_verl() -> None:
 def _config(args: argparse.Namespace) -> int:
     _need_verl()
     from cuda_agent.rl.config import Cluster, ConfigError, write
+    from cuda_agent.rl.inputs import dataset_problem, model_problem
 
-    if not (Path(args.model) / "config.json").is_file():
-        raise UsageError(f"--model {args.model}: not a local model folder with a config.json")
+    # datasets are checked here only when they exist (a config may be written first); `rl train` requires them
+    problem = model_problem(args.model) or next((dataset_problem(d) for d in (args.train, args.val)
+                                                 if d and Path(d).exists() and dataset_problem(d)), None)
+    if problem:
+        raise UsageError(f"--model {problem}" if problem.startswith(args.model) else problem)
     bad = [s for s in args.set if "=" not in s]
     if bad:
         raise UsageError(f"overrides are KEY=VALUE, got {bad[0]!r}")
     try:
         out = write(args.stage, args.output, model=str(Path(args.model).resolve()), train=str(Path(args.train).resolve()),
                     val=str(Path(args.val).resolve()) if args.val else None,
-                    cluster=Cluster(args.nnodes, args.gpus_per_node, args.rollout_tp), steps=args.steps,
-                    batch=args.batch, extra=args.set)
+                    cluster=Cluster(args.nnodes, args.gpus_per_node or (1 if args.device == "cpu" else 8),
+                                    args.rollout_tp), steps=args.steps, batch=args.batch, extra=args.set,
+                    device=args.device, rollout=args.rollout)
     except ConfigError as e:
         raise UsageError(str(e)) from None
     print(f"{args.stage} config validated by verl -> {out}")
     return 0
+
+
+def _per_node(config: str) -> int:
+    import yaml
+
+    try:
+        n = ((yaml.safe_load(Path(config).read_text()) or {}).get("trainer") or {}).get("n_gpus_per_node")
+    except (OSError, yaml.YAMLError):
+        n = None
+    return n if isinstance(n, int) and n > 0 else 8
+
+
+def _check_inputs(args: argparse.Namespace) -> None:
+    """The config's model and data, and the Ray address, before verl starts (it would say it in a traceback)."""
+    import yaml
+
+    from cuda_agent.rl.inputs import dataset_problem, model_problem, ray_problem
+
+    try:
+        cfg = yaml.safe_load(Path(args.config).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise UsageError(f"{args.config}: not a readable config ({type(e).__name__})") from None
+    if args.stage == "sft":
+        models, data = [(cfg.get("model") or {}).get("path")], (cfg.get("data") or {}).get("train_files")
+    else:
+        arr = cfg.get("actor_rollout_ref") or {}
+        models = [(arr.get("model") or {}).get("path"), ((cfg.get("critic") or {}).get("model") or {}).get("path")]
+        data = (cfg.get("data") or {}).get("train_files")
+    problems = [model_problem(m) for m in dict.fromkeys(m for m in models if isinstance(m, str) and "${" not in m)]
+    if isinstance(data, str) and "${" not in data:
+        problems.append(dataset_problem(data))
+    if args.ray_address:
+        problems.append(ray_problem(args.ray_address))
+    problem = next((p for p in problems if p), None)
+    if problem:
+        raise UsageError(problem)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -128,12 +176,14 @@ def _train(args: argparse.Namespace) -> int:
 
     if not Path(args.config).is_file():
         raise UsageError(f"{args.config}: no such config (write it with `cuda-agent rl config`)")
+    if not args.dry_run:
+        _check_inputs(args)
     try:
-        argv = command(args.stage, args.config, nnodes=args.nnodes, gpus_per_node=args.gpus_per_node,
-                       node_rank=args.node_rank, master_addr=args.master_addr)
+        argv = command(args.stage, args.config, nnodes=args.nnodes, gpus_per_node=args.gpus_per_node or _per_node(args.config),
+                       node_rank=args.node_rank, master_addr=args.master_addr, ray_address=args.ray_address)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    env = environment(args.ray_address)
+    env = environment(args.ray_address, args.config)
     if args.dry_run:
         print(" ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join(argv)]))
         return 0

@@ -16,6 +16,9 @@ Contract:
   blocks, only model_new.py and kernels/*), evaluates them with the profile phase
   through the pool and returns {"score": milestone reward, ...} with the same
   keys every time. An answer without model_new.py scores -1 without a job.
+  `eval_device` (a `reward_kwargs` key of verl's config; rl.config sets "cpu" for the
+  CPU device) chooses the evaluator's lane; the CPU lane uses `CPU_LANE`'s shorter
+  protocol (its times say nothing about kernels).
 Not guaranteed: an evaluation's wall time (the pool's queue decides it).
 """
 
@@ -40,6 +43,10 @@ from cuda_agent.task.workspace import read_agent_sources
 FILE_BLOCK = re.compile(r'<file path="([^"\n]+)">\n?(.*?)</file>', re.DOTALL)
 _ALLOWED = re.compile(r"^(model_new\.py|kernels/[A-Za-z0-9_.\-]+\.(cu|cuh|cpp|h|hpp))$")
 SCORE_KEYS = ("score", "correct", "speedup_vs_eager", "speedup_vs_compile", "files")
+
+# The evaluator's CPU lane inside CPU training: the shorter protocol of the project's CPU tests
+# (no torch.compile baseline, 10 timed calls, one round).
+CPU_LANE = {"compile_baseline": False, "n_timed": 10, "n_warmup": 3, "max_rounds": 1}
 
 _pool: Pool | None = None
 _lock = threading.Lock()
@@ -116,7 +123,7 @@ def score_of(result: EvalResult | None, files: int) -> dict[str, float]:
 
 
 async def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,
-                        **_: Any) -> dict[str, float]:
+                        eval_device: str = "cuda", **_: Any) -> dict[str, float]:
     info = extra_info or {}
     sources = answer_sources(solution_str)
     if "model_new.py" not in sources:
@@ -124,6 +131,7 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: Any, 
     task = Task.from_source(info["task_source"], info.get("task_name", "task"))
     if ground_truth and ground_truth != task.hash:
         raise ValueError(f"row's task hash {ground_truth} does not match its task source ({task.hash})")
-    job = EvalJob(task=task, sources=sources, phase="profile", label=task.name)
+    config = EvalConfig(device=eval_device, **(CPU_LANE if eval_device == "cpu" else {}))
+    job = EvalJob(task=task, sources=sources, phase="profile", config=config, label=task.name)
     result = await asyncio.wrap_future(shared_pool().submit(job))
     return score_of(result, len(sources))

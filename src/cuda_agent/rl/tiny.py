@@ -12,8 +12,11 @@ survive `decode(skip_special_tokens=True)`. Its chat template renders tools in
 the system turn, assistant tool calls as Hermes `<tool_call>` JSON and
 consecutive tool results as one user turn of `<tool_response>` blocks, each
 message independently of later ones. `save_tiny_model(dir)` writes a Qwen2-type
-model with random weights plus that tokenizer. Not guaranteed: anything about
-what the model says; it is noise.
+model with random weights plus that tokenizer; with `window` every layer attends
+only to the last `window` tokens (Qwen2 sliding-window attention), so what it
+learns on a short context holds at any prompt length (a test can teach it a
+fixed answer in seconds instead of training on 3,000-token prompts).
+Not guaranteed: anything about what the model says; untaught, it is noise.
 """
 
 from __future__ import annotations
@@ -85,7 +88,8 @@ def tiny_tokenizer(vocab_size: int = 2048) -> Any:
     return fast
 
 
-def save_tiny_model(dest: str | Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
+def save_tiny_model(dest: str | Path, *, hidden: int = 64, layers: int = 2, seed: int = 0,
+                    window: int | None = None) -> Path:
     """A Qwen2-type causal LM with random weights and the tiny tokenizer, saved to `dest`."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -94,7 +98,8 @@ def save_tiny_model(dest: str | Path, *, hidden: int = 64, layers: int = 2, seed
     tok = tiny_tokenizer()
     cfg = Qwen2Config(vocab_size=len(tok), hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32768,
-                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
+                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=True,
+                      **({"use_sliding_window": True, "sliding_window": window, "max_window_layers": 0} if window else {}))
     torch.manual_seed(seed)
     Qwen2ForCausalLM(cfg).save_pretrained(out)
     tok.save_pretrained(out)

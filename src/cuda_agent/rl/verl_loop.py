@@ -17,11 +17,14 @@ Contract of `CudaAgentLoop.run` (the rest is rl.rollout's contract):
 - evaluations go to this process's shared pool (rl.scoring), on Ray with the
   evaluation GPUs as a custom resource;
 - returns an `AgentLoopOutput` with `reward_score` set (verl puts it on the last
-  response token, which is always a sampled one) and the fixed per-trajectory
-  metrics in `extra_fields["reward_extra_info"]`.
+  response token, which is always a sampled one), the fixed per-trajectory
+  metrics in `extra_fields["reward_extra_info"]`, and the policy versions the
+  trajectory was sampled with (`min_global_steps`/`max_global_steps`: the lowest
+  and highest weight version the servers reported over its turns; verl's trainer
+  needs them as numbers; 0 when no turn reported one).
 `ReplayAgentLoop.run` never calls the server: it returns the stored trajectory of
 the row (`extra_info.messages`, `tools`, `reward` as written by `rl vp`) as
-rl.replay renders it.
+rl.replay renders it, marked as sampled by policy version 0 (before any training).
 Not guaranteed: multimodal input (none exists in this task).
 """
 
@@ -80,18 +83,36 @@ class VerlTokens:
         stream.ids, stream.mask, stream.logprobs = list(merged.token_ids), list(mask), lps
 
 
-def to_output(r: Rollout) -> AgentLoopOutput:
+class VersionsSeen:
+    """verl's server client, recording the weight versions (`global_steps`) its replies report."""
+
+    def __init__(self, server: Any):
+        self.server, self.seen = server, []
+
+    async def generate(self, request_id: str, **kwargs: Any) -> Any:
+        out = await self.server.generate(request_id, **kwargs)
+        extra = getattr(out, "extra_fields", None) or {}
+        self.seen += [v for v in (extra.get("min_global_steps"), extra.get("max_global_steps")) if v is not None]
+        return out
+
+    def fields(self) -> dict[str, int]:
+        return {"min_global_steps": int(min(self.seen, default=0)), "max_global_steps": int(max(self.seen, default=0))}
+
+
+def to_output(r: Rollout, versions: dict[str, int] | None = None) -> AgentLoopOutput:
     return AgentLoopOutput(
         prompt_ids=r.prompt_ids, response_ids=r.response_ids, response_mask=r.response_mask,
         response_logprobs=r.response_logprobs, reward_score=r.reward, num_turns=len(r.messages),
         metrics={"generate_sequences": r.metrics["generate_s"], "tool_calls": r.metrics["env_s"]},
-        extra_fields={"reward_extra_info": dict(r.metrics), "turn_scores": [], "tool_rewards": []})
+        extra_fields={"reward_extra_info": dict(r.metrics), "turn_scores": [], "tool_rewards": [],
+                      **(versions or {"min_global_steps": 0, "max_global_steps": 0})})
 
 
 class CudaAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, max_turns: int = 150, episode_timeout_s: float = 7200.0,
                  max_tokens_per_turn: int | None = 16384, bash_timeout_s: float = 180.0, eval_device: str = "cuda",
-                 workdir_root: str | None = None, keep_workdirs: bool = False, env_threads: int = 256, **kwargs: Any):
+                 eval_options: dict[str, Any] | None = None, workdir_root: str | None = None,
+                 keep_workdirs: bool = False, env_threads: int = 256, **kwargs: Any):
         kwargs.pop("tools", None)  # verl's own tool list; this environment brings its tools
         super().__init__(*args, **kwargs)
         rc = self.rollout_config
@@ -99,6 +120,7 @@ class CudaAgentLoop(AgentLoopBase):
                                      response_length=rc.response_length, max_tokens_per_turn=max_tokens_per_turn,
                                      episode_timeout_s=episode_timeout_s)
         self.bash_timeout_s, self.eval_device = bash_timeout_s, eval_device
+        self.eval_options = dict(eval_options or {})  # further EvalConfig fields (the CPU lane's lighter protocol)
         self.workdir_root, self.keep_workdirs, self.env_threads = workdir_root, keep_workdirs, env_threads
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
@@ -107,20 +129,22 @@ class CudaAgentLoop(AgentLoopBase):
             raise ValueError("the row has no extra_info.task_source: build the dataset with `cuda-agent rl prompts`")
         task = Task.from_source(info["task_source"], info.get("task_name", "task"))
         env = Environment(EnvConfig(max_turns=self.rollout.max_turns, bash_timeout_s=self.bash_timeout_s),
-                          evaluator=pool_evaluator(shared_pool(), task, EvalConfig(device=self.eval_device)))
+                          evaluator=pool_evaluator(shared_pool(), task,
+                                                   EvalConfig(device=self.eval_device, **self.eval_options)))
         root = self.workdir_root or os.environ.get("CUDA_AGENT_RL_WORKDIR")
         if root:
             os.makedirs(root, exist_ok=True)
         run_dir = tempfile.mkdtemp(prefix=f"{task.name}-", dir=root)
+        server = VersionsSeen(self.server_manager)
         try:
-            r = await roll_out(env, task, run_dir, self.server_manager, VerlTokens(self),
+            r = await roll_out(env, task, run_dir, server, VerlTokens(self),
                                lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True), self.rollout,
                                sampling_params, executor=env_executor(self.env_threads))
         finally:
             env.close()
             if not self.keep_workdirs:
                 shutil.rmtree(run_dir, ignore_errors=True)
-        return to_output(r)
+        return to_output(r, server.fields())
 
 
 class ReplayAgentLoop(AgentLoopBase):
@@ -140,4 +164,5 @@ class ReplayAgentLoop(AgentLoopBase):
         s.end_on_model_token()
         return AgentLoopOutput(prompt_ids=s.prompt_ids, response_ids=s.response_ids, response_mask=s.mask,
                                reward_score=float(info["reward"]), num_turns=len(messages), metrics={},
-                               extra_fields={"turn_scores": [], "tool_rewards": []})
+                               extra_fields={"turn_scores": [], "tool_rewards": [], "min_global_steps": 0,
+                                             "max_global_steps": 0})
