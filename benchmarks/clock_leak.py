@@ -26,8 +26,10 @@ FACTORS = (0.99, 0.97, 0.95, 0.9)
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
-    ap.add_argument("--clock", default="", help="opt-ins of the evaluator's clock: flush, fresh (forgery_redteam.py)")
+    ap.add_argument("--clock", default="", help=f"opt-ins of the evaluator's clock: {', '.join(fr.CLOCK_OPT_INS)}")
     args = ap.parse_args()
+    if bad := set(args.clock.split(",")) - set(fr.CLOCK_OPT_INS) - {""}:
+        ap.error(f"unknown --clock opt-in(s) {', '.join(sorted(bad))}")
     os.environ["FORGERY_CLOCK"] = args.clock
     src = (fr.FORGERY / "tasks" / "relu_scale.py").read_text()
     rows = []

@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FORGERY = ROOT / "tests" / "redteam" / "forgery"
 FACTORS = (0.95, 0.9, 0.85, 0.8, 0.7, 0.5, 0.2, 0.05)
 TASKS = {"relu_scale": "workspace", "linear_relu": "single_file"}
+CLOCK_OPT_INS = ("flush", "fresh", "rank1")  # --clock: EvalConfig.clock_flush, clock_fresh_baselines, clock_digest
 
 # Native code that reaches Python: the declaration takes the interpreter's symbol by an assembler
 # label, so no forbidden name appears; Python then rescales the harness's event timer.
@@ -166,6 +167,8 @@ def main() -> int:
     ap.add_argument("--clock", default="", help="comma-separated opt-ins of the evaluator's clock: flush "
                     "(EvalConfig.clock_flush), fresh (EvalConfig.clock_fresh_baselines), rank1 (EvalConfig.clock_digest)")
     args = ap.parse_args()
+    if bad := set(args.clock.split(",")) - set(CLOCK_OPT_INS) - {""}:
+        ap.error(f"unknown --clock opt-in(s) {', '.join(sorted(bad))}; choose from {', '.join(CLOCK_OPT_INS)}")
     os.environ["FORGERY_CLOCK"] = args.clock
     factors = tuple(args.factors) if args.factors else (0.9, 0.8, 0.5) if args.quick else FACTORS
     runs = 1 if args.quick else args.runs

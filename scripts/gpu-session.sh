@@ -127,12 +127,12 @@ case "${1:-}" in
   X4) for c in "" flush fresh rank1 flush,fresh,rank1; do
         echo "== clock opt-ins: ${c:-none}"
         timeout 95 python3 benchmarks/forgery_redteam.py --tasks relu_scale --honest 3 --runs 1 --factors 0.95 0.9 \
-          --no-static --shared 0 --clock "$c" --out "$OUT/x4-relu-${c:-none}.json" 2>&1 | quiet | grep -v '^{' | tail -9
+          --no-static --shared 0 --clock "$c" --out "$OUT/x4-relu-$(echo "${c:-none}" | tr , -).json" 2>&1 | quiet | grep -v '^{' | tail -9
       done ;;
   X5) for c in "" flush,fresh,rank1; do
         echo "== linear_relu, clock opt-ins: ${c:-none}"
         timeout 100 python3 benchmarks/forgery_redteam.py --tasks linear_relu --honest 3 --runs 1 --factors 0.95 0.9 \
-          --no-static --shared 0 --clock "$c" --out "$OUT/x5-lin-${c:-none}.json" 2>&1 | quiet | grep -v '^{' | tail -7
+          --no-static --shared 0 --clock "$c" --out "$OUT/x5-lin-$(echo "${c:-none}" | tr , -).json" 2>&1 | quiet | grep -v '^{' | tail -7
       done
       timeout 330 python3 benchmarks/clock_leak.py --clock flush,fresh,rank1 --out "$OUT/x5-leak.json" 2>&1 | quiet | grep -v '^{' | tail -8 ;;
   *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|O|Q|R|V|K3|P|X1|X2|X3|X4|X5" >&2; exit 2 ;;

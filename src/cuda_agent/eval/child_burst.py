@@ -111,10 +111,15 @@ def _weight_buffers(numels: list[int | None], device: torch.device, digest: str 
     return out
 
 
+def _weight_tensors(w: Any) -> tuple[torch.Tensor, ...]:
+    """The tensors one output's weights draw into, in their drawing order."""
+    return w.tensors() if isinstance(w, Rank1) else () if w is None else (w,)
+
+
 def _draw_weights(weights: list[Any]) -> None:
     """The salt's weights, in output order, from the default generator (seeded just before)."""
     for w in weights:
-        for t in (w.tensors() if isinstance(w, Rank1) else () if w is None else (w,)):
+        for t in _weight_tensors(w):
             t.normal_()
 
 
@@ -124,7 +129,7 @@ def _numel_of(w: Any) -> int:
     return int(w.shape[1])
 
 
-def _digest_into(outs: list[Any], weights: list[torch.Tensor | None], row: torch.Tensor) -> None:
+def _digest_into(outs: list[Any], weights: list[Any], row: torch.Tensor) -> None:
     """Per output, DIGESTS_PER_OUTPUT entries of W @ out in `row` (one GEMV each, no read-back); an output
     that is not a tensor, or whose size differs from the weights', stays NaN (a wrong output)."""
     for j, t in enumerate(outs[:MAX_OUTPUTS]):
@@ -244,7 +249,7 @@ def warm_digest_path(device: torch.device) -> None:
         row = torch.full((2 * DIGESTS_PER_OUTPUT,), float("nan"), device=device)
         _digest_into([x], [w], row)
         r1 = _weight_buffers([n], device, "rank1")[0]  # the rank-one digest's GEMM too (EvalConfig.clock_digest)
-        for t in (r1.tensors() if isinstance(r1, Rank1) else (r1,)):
+        for t in _weight_tensors(r1):
             t.normal_(generator=g)
         _digest_into([x], [r1], row)
         _rows(row.unsqueeze(0), 1)

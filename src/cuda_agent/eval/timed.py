@@ -135,9 +135,16 @@ class BurstRecord:
         return tt.Looks(self.k * self.replays, tuple(self.seconds))
 
 
+def _clock_opt_ins(cfg: EvalConfig) -> list[str]:
+    """The evaluator's clock's opt-ins in force (the flush is a GPU step): they name the baselines' bursts'
+    cache key and the result's trusted_mode, since a burst's per-call time means something else under each."""
+    return (["flush"] if cfg.clock_flush and cfg.device == "cuda" else []) + \
+        ([cfg.clock_digest] if cfg.clock_digest != "dense" else [])
+
+
 def _prepare(child: Child, res: EvalResult, cfg: EvalConfig, k: int, mode: str, graph: bool,
              verify: bool = False) -> P.PrepareReply:
-    flush = cfg.clock_flush and cfg.device == "cuda"
+    flush = "flush" in _clock_opt_ins(cfg)
     return ask(child, res, P.BurstPrepare(k, mode, graph, verify, flush, cfg.clock_digest), cfg.timing_timeout,
                "trusted_clock", P.PrepareReply)
 
@@ -264,8 +271,7 @@ def burst_baselines(ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int,
     cached beside the baselines. None when a side would not capture now (the comparison would not be
     like with like: no milestone can be confirmed)."""
     assert res.eager_timing is not None
-    key = (f"burst/{tt.PROTOCOL}/{kind}/{base_key}" + ("/flush" if cfg.clock_flush else "")
-           + ("" if cfg.clock_digest == "dense" else f"/{cfg.clock_digest}"))
+    key = "/".join(["burst", tt.PROTOCOL, kind, base_key, *_clock_opt_ins(cfg)])
     if cache is not None and not cfg.clock_fresh_baselines and (hit := cache.get(key)) is not None:
         return BaselineLooks.from_dict(hit)
     graph = kind == "graph"
@@ -311,8 +317,7 @@ def trusted_verdict(res: EvalResult, cfg: EvalConfig, rec: BurstRecord, base: Ba
     assert res.timing is not None and res.eager_timing is not None
     claim = res.timing.median_ms
     res.reported_ms = round(claim, 6)
-    res.trusted_mode = (rec.kind + ("+flush" if cfg.clock_flush and cfg.device == "cuda" else "")
-                        + ("" if cfg.clock_digest == "dense" else f"+{cfg.clock_digest}"))
+    res.trusted_mode = "+".join([rec.kind, *_clock_opt_ins(cfg)])
     if base is None:
         v = tt.Verdict("unconfirmed", claim, claim, {}, False, False,
                        "the evaluator's clock could not time the baselines like the candidate: no milestone is confirmed",

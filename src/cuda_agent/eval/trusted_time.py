@@ -37,10 +37,11 @@ If the claim agrees with both baselines, the events stand (they are the more pre
 otherwise the time that counts is the clock's own, put on the events' scale
 (max over X of x * net_c / net_X), charged `UNCONFIRMED_MARGIN` more (the clock's run-to-run noise,
 which one evaluation's looks do not show: without it a liar judged by a lucky clock could gain),
-the candidate's figure is kept as `reported_ms` only, and a finding says so: `timing-unconfirmed` (WARN) when the claim is beyond the noise,
-`timing-forged` (WARN) when it is `FORGED_WARN` or more times faster than the clock, and a
-rejection (reward -1) when it is `FORGED` or more times faster in graph mode (or, in host
-mode, faster than even its own reported host time per call explains). The reward's milestones
+the candidate's figure is kept as `reported_ms` only, and a finding says so: `timing-unconfirmed`
+(WARN) when the claim is beyond the noise, `timing-forged` (WARN) when it is `FORGED_WARN` or
+more times faster than the clock, and a rejection (reward -1) when it is `FORGED` or more times
+faster in graph mode (or, in host mode, faster than even its own reported host time per call
+explains). The reward's milestones
 are then taken from that time: a claim can gain at most tol (<= TOL_CAP = 3 %) over the truth, and
 a claim beyond tol costs its teller the margin.
 
@@ -53,8 +54,9 @@ What a candidate that fully controls its process can and cannot do:
   clock and the events disagree for its kernel, and keep it. Measured (H100, 2026-12-05,
   docs/throughput.md "the evaluator's clock"): on a memory-bound 46 us kernel the two disagreed by
   3-6 % (the burst's inputs partly in L2, the events' flushed; cached baseline bursts drifting), so a
-  5 % lie stood while 10-20 % lies gained nothing. `EvalConfig.clock_flush` and
-  `clock_fresh_baselines` are the candidate cures, off until a GPU session has measured them.
+  5 % lie stood while 10-20 % lies gained nothing. `EvalConfig.clock_flush`,
+  `clock_fresh_baselines` and `clock_digest="rank1"` are the candidate cures, off until a GPU
+  session has measured them.
 - It can make its looks uneven: that widens tol (up to TOL_CAP), never moves its fastest look.
 - Remaining leaks, stated: (1) work the harness does inside the candidate's process (the draws
   and the digests) could be fused into the candidate's own kernels by a candidate that replaces
