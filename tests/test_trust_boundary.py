@@ -111,59 +111,62 @@ def test_the_loop_fit_takes_the_fixed_cost_and_the_loops_share_out():
     assert tt.Looks(10, (0.010, 0.010)).jitter_ms == tt.JITTER_MS
 
 
-def test_an_honest_claim_stands_and_its_milestones_come_from_it():
+def test_the_clocks_time_counts_and_its_milestones_come_from_it():
     v = _verdict(0.3, 0.3)
-    assert v.kind == "ok" and v.time_ms == 0.3 and tt.milestones(v, 1.0, 0.5) == (True, True)
-    # a claim slower than the clock claims nothing more: it stands as it is
+    assert v.kind == "ok" and v.time_ms == pytest.approx(0.3, rel=1e-3) and tt.milestones(v, 1.0, 0.5) == (True, True)
+    assert "the clock's" in v.message
+    # a claim slower than the clock changes nothing either: the clock's time counts
     slow = _verdict(0.6, 0.45)
-    assert slow.kind == "ok" and slow.time_ms == 0.6 and tt.milestones(slow, 1.0, 0.5) == (True, False)
+    assert slow.kind == "ok" and slow.time_ms == pytest.approx(0.45, rel=1e-3)
+    assert tt.milestones(slow, 1.0, 0.5) == (True, True)
 
 
 @pytest.mark.parametrize("factor", [0.95, 0.9, 0.85, 0.8, 0.7, 0.5, 0.2, 0.05])
 @pytest.mark.parametrize("true_vs_compile", [0.97, 1.0, 1.03, 1.2, 2.0])
-def test_a_lie_gains_no_milestone_beyond_the_tolerance(factor, true_vs_compile):
+@pytest.mark.parametrize("bias", [-0.045, 0.0, 0.03])
+def test_a_lie_gains_no_milestone(factor, true_vs_compile, bias):
     """The issue's bar as arithmetic: a candidate truly at true_vs_compile x torch.compile reports
-    factor x its true time. Its milestones are at most its honest twin's unless its true time is
-    within the tolerance (at most TOL_CAP) of the 5 % line; every lie of 20 % or more is flagged,
-    and one of 2x or more is rejected; the time that counts is never the lie once it is beyond tol."""
+    factor x its true time, judged by the same clock as its honest twin (whose error is `bias`, as
+    between evaluations on the H100: a kernel's net moved up to 5 %). Its milestones are never more
+    than the twin's, its time is never below the twin's, every lie of 20 % or more is flagged (even
+    with the clock 4.5 % its way), and one of 2x or more is rejected."""
     compile_ms, eager_ms = 0.5, 0.52
     true = true_vs_compile * compile_ms
-    honest = tt.milestones(_verdict(true, true, eager_ms, compile_ms), eager_ms, compile_ms)
-    v = _verdict(factor * true, true, eager_ms, compile_ms)
+    twin = _verdict(true, true, eager_ms, compile_ms, bias=bias)
+    v = _verdict(factor * true, true, eager_ms, compile_ms, bias=bias)
+    honest = tt.milestones(twin, eager_ms, compile_ms)
     lied = tt.milestones(v, eager_ms, compile_ms) if v.kind != "forged" else (False, False)
-    tol = max(v.tol.values())
-    assert tol <= tt.TOL_CAP
-    for name, base, h, got in (("eager", eager_ms, honest[0], lied[0]), ("compile", compile_ms, honest[1], lied[1])):
-        if got and not h:
-            assert true < 0.95 * base * (1 + tol), (name, factor, true_vs_compile, v)
+    assert lied[0] <= honest[0] and lied[1] <= honest[1], (factor, true_vs_compile, bias, v)
+    assert v.time_ms >= twin.time_ms * (1 - 1e-12)
+    assert max(v.tol.values()) <= tt.TOL_CAP
     if factor <= 0.8:
         assert v.flagged and v.kind in ("unconfirmed", "forged"), v
-        assert v.time_ms >= true * 0.99  # the time that counts is the clock's
-    if factor <= 0.5:
+    if factor <= 0.5 * (1 + bias):  # 2x or more below what the clock saw
         assert v.kind == "forged" and "not the candidate's" in v.message
 
 
-@pytest.mark.parametrize("factor", [0.93, 0.9, 0.85, 0.8, 0.7])
-@pytest.mark.parametrize("true_vs_compile", [0.955, 0.97, 1.0, 1.03])
-@pytest.mark.parametrize("bias", [-0.045, -0.03, 0.0, 0.03])
-def test_a_lie_beyond_the_tolerance_gains_nothing_from_a_lucky_clock(factor, true_vs_compile, bias):
-    """Seen on the H100 (2026-12-05): a candidate's net on the clock moved 5 % between evaluations while
-    each evaluation's looks agreed within 1-2 %. A liar judged by the clock's bare time then won a
-    milestone whenever its clock ran low. Charged the clock's time plus UNCONFIRMED_MARGIN, a lie the
-    clock did not confirm never ends faster than the truth while the clock errs by less than the margin."""
-    compile_ms, eager_ms = 0.5, 0.52
-    true = true_vs_compile * compile_ms
-    honest = tt.milestones(_verdict(true, true, eager_ms, compile_ms), eager_ms, compile_ms)
-    v = _verdict(factor * true, true, eager_ms, compile_ms, bias=bias)
-    if v.kind == "ok":  # the lie fell within the tolerance of this run's clock: bounded by tol, the stated leak
-        assert factor * (1 + max(v.tol.values())) >= 1 + bias - 1e-9
-        return
-    assert v.time_ms >= true * (1 + bias) * (1 + tt.UNCONFIRMED_MARGIN) * (1 - 1e-9)
-    assert v.time_ms >= true, (v, bias)  # |bias| < margin: the lie ends slower than the truth
-    lied = tt.milestones(v, eager_ms, compile_ms) if v.kind != "forged" else (False, False)
-    assert lied <= honest or (lied[0] <= honest[0] and lied[1] <= honest[1]), (factor, true_vs_compile, bias, v)
-    if factor <= 0.8 and bias <= 0.0:
-        assert v.flagged, v  # a 20 % lie is flagged (timing-forged) even when the clock errs 4.5 % its way
+@pytest.mark.parametrize("mode", ["graph", "host"])
+def test_the_time_that_counts_does_not_depend_on_the_claim(mode):
+    """Any claim between 0.55x and 3x the truth (short of a rejection) yields the same time and the same
+    milestones: the reported figure decides findings only. Before (v5 as landed) a claim within the
+    clock's tolerance stood, and on an H100 where the clock read the honest kernel 6 % faster than its
+    events, a 5 % lie turned reward 2 into 3."""
+    times = set()
+    for claim in [0.3 * f for f in (0.55, 0.7, 0.9, 0.95, 0.97, 1.0, 1.1, 1.5, 3.0)]:
+        v = _verdict(claim, 0.3, mode=mode, enqueue_ms=claim)
+        assert v.kind != "forged"
+        times.add((round(v.time_ms, 12), tt.milestones(v, 1.0, 0.5)))
+    assert len(times) == 1, times
+    (t, _), = times
+    assert t >= 0.3 * (1 - 1e-3) and (mode == "graph" or t > 0.3 * 1.005)  # host mode: charged its tolerance
+
+
+def test_a_kernel_the_clock_cannot_see_gets_no_milestone():
+    """A candidate net within its own noise (the clock saw nothing of its calls): no milestone, said so."""
+    looks = tt.Looks(4, (0.2 / 1e3, 0.3 / 1e3))  # 4 calls, 0.1 ms jitter a burst: 0.025 ms noise a call
+    sides = [_side("eager", 1.0, 1.0), _side("torch.compile", 0.5, 0.5)]
+    v = tt.judge(0.3, 0.02, tt.noise_ms(looks), sides)
+    assert not v.grants and tt.milestones(v, 1.0, 0.5) == (False, False) and "cannot see" in v.message
 
 
 def test_uneven_looks_widen_the_tolerance_only_up_to_its_cap():
@@ -195,7 +198,7 @@ def test_the_clock_is_never_taken_below_the_speed_of_light():
     # the floor makes the clock's time count; it never rejects (it is too high for a task that reads
     # part of its inputs)
     assert v.kind == "unconfirmed" and v.flagged and v.equiv_ms == pytest.approx(0.2, rel=1e-6)
-    assert v.time_ms == pytest.approx(0.2 * (1 + tt.UNCONFIRMED_MARGIN), rel=1e-6)
+    assert v.time_ms == pytest.approx(0.2, rel=1e-6)
 
 
 def test_host_mode_lets_reported_host_time_excuse_a_slow_burst_but_confirm_nothing():

@@ -29,40 +29,40 @@ net = (fastest burst - F) / (k * replays) - L: the calls alone, the draws and di
 The candidate's bursts run right after its own timing; the baselines' after the candidate's
 process is killed (a candidate cannot leave work on the GPU to slow them down).
 
-The verdict (`judge`): per baseline X, the claimed ratio c/x (events) against the clock's
-net_c/net_X. They agree when the claim is at most `tol_X` better than the clock, with tol_X
-twice the ratio's relative noise as the looks themselves show it (the second-fastest look
-against the fastest, per side, at least `JITTER_MS` per burst), clamped to [TOL_FLOOR, TOL_CAP].
-If the claim agrees with both baselines, the events stand (they are the more precise measure);
-otherwise the time that counts is the clock's own, put on the events' scale
-(max over X of x * net_c / net_X), charged `UNCONFIRMED_MARGIN` more (the clock's run-to-run noise,
-which one evaluation's looks do not show: without it a liar judged by a lucky clock could gain),
-the candidate's figure is kept as `reported_ms` only, and a finding says so: `timing-unconfirmed`
-(WARN) when the claim is beyond the noise, `timing-forged` (WARN) when it is `FORGED_WARN` or
-more times faster than the clock, and a rejection (reward -1) when it is `FORGED` or more times
-faster in graph mode (or, in host mode, faster than even its own reported host time per call
-explains). The reward's milestones
-are then taken from that time: a claim can gain at most tol (<= TOL_CAP = 3 %) over the truth, and
-a claim beyond tol costs its teller the margin.
+The verdict (`judge`): the time that counts is the clock's, always: the candidate's net on the
+events' scale, equiv = max over baselines X of x * net_c / net_X (x: X's event time, which the
+reference measured and the candidate never touches), so each speedup is at most the clock's own
+ratio net_X / net_c. The claim (the candidate's events) never lowers it: under any rule where it
+could, a liar gains wherever the clock and the events disagree for its kernel, and they do by a few
+per cent (the burst's inputs partly in L2, the events' flushed; below). The claim decides only the
+findings: `timing-unconfirmed` (WARN) when it is more than tol_X better than the clock, with tol_X
+twice the ratio's relative noise as the looks show it (the second-fastest look against the fastest,
+per side, at least `JITTER_MS` per burst), clamped to [TOL_FLOOR, TOL_CAP]; `timing-forged` (WARN)
+when it is `FORGED_WARN` or more times faster than the clock; a rejection (reward -1) when it is
+`FORGED` or more times faster in graph mode (or, in host mode, faster than even its own reported
+host time per call explains). In host mode (a burst bound by Python) the clock's time is charged
+its tolerance, and where the candidate's net does not stand clear of its noise no milestone is
+granted: the clock confirms nothing it cannot see. The reported time stays in the result as
+`reported_ms`, the candidate's own figure.
 
 What a candidate that fully controls its process can and cannot do:
 - It cannot slow the parent's clock, and it cannot know a burst's inputs or weights before the
   request: both come from a salt it sees only then (graph replay reads it on the device). It
   cannot skip calls unseen: `SAMPLE` calls, picked after it replied, are digested by the
   reference; a fraction f skipped goes unnoticed with probability about (1 - 0.99 f) ** SAMPLE.
-- It can lie about its event time by up to the tolerance (at most TOL_CAP) plus however far the
-  clock and the events disagree for its kernel, and keep it. Measured (H100, 2026-12-05,
-  docs/throughput.md "the evaluator's clock"): on a memory-bound 46 us kernel the two disagreed by
-  3-6 % (the burst's inputs partly in L2, the events' flushed; cached baseline bursts drifting), so a
-  5 % lie stood while 10-20 % lies gained nothing. `EvalConfig.clock_flush`,
-  `clock_fresh_baselines` and `clock_digest="rank1"` are the candidate cures, off until a GPU
-  session has measured them.
-- It can make its looks uneven: that widens tol (up to TOL_CAP), never moves its fastest look.
+- It cannot gain by lying about its event time: the claim does not enter the time that counts.
+  What remains is the clock's own error, the same for an honest candidate and a liar: between
+  evaluations a 46 us memory-bound kernel's net moved 1.5-6 % (H100, 2026-12-05; docs/throughput.md
+  "the evaluator's clock"), so a kernel that close to a milestone's line may land on either side.
+  `EvalConfig.clock_flush`, `clock_fresh_baselines` and `clock_digest="rank1"` did not narrow that
+  spread in the same session's A/B and stay off.
+- It can make its looks uneven: that widens tol (up to TOL_CAP, which only changes findings and,
+  in host mode, charges it more), never moves its fastest look.
 - Remaining leaks, stated: (1) work the harness does inside the candidate's process (the draws
   and the digests) could be fused into the candidate's own kernels by a candidate that replaces
   the harness's burst with its own code; that lowers its burst by up to the loop's cost, so the
   clock's time is never taken below the task's speed-of-light floor (`floor_ms`), but a
-  memory-bound candidate could then claim down to that floor. (2) The digests are linear in the
+  memory-bound candidate could then be timed down to that floor. (2) The digests are linear in the
   output, with one weight matrix per burst: for a linear task (a GEMM) a candidate that replaces
   the burst could compute the digests from the inputs and W A without the outputs. Both need
   code that rewrites the harness from inside the process (which the static rules and the
@@ -98,10 +98,6 @@ HOST_LANE_CAP = 0.5  # the CPU lane's (its host clock is as noisy as the machine
 HOST_LANE_FORGED = 5.0  # the CPU lane rejects only lies this gross (a loaded 2-core machine moved honest ones 2.5x)
 FORGED_WARN = 1.15  # a claim this many times faster than the clock is flagged as forged (a 20 % lie is 1.25x, less
 # the clock's run-to-run noise: on the H100, 2026-12-05, one kernel's net moved 5 % between evaluations)
-UNCONFIRMED_MARGIN = 0.05  # a claim the clock did not confirm is charged the clock's time plus this: the clock's
-# run-to-run noise, which the looks of one evaluation do not show (H100, 2026-12-05: a 46 us kernel's net spanned
-# 0.0435-0.0457 ms over six evaluations, within-evaluation tolerances 1.1-1.7 %; a 20 % liar judged by the clock's
-# bare time earned reward 3 over its honest twin's 2). So a lie beyond the tolerance always costs its teller.
 FORGED = 2.0  # ... and this many times (graph mode) is rejected
 
 
@@ -202,17 +198,19 @@ class Verdict:
 def judge(claim_ms: float, cand_net_ms: float, cand_noise_ms: float, sides: list[Side], mode: str = "graph",
           floor_ms: float = 0.0, enqueue_ms: float | None = None, cap: float = TOL_CAP,
           forged: float = FORGED) -> Verdict:
-    """The candidate's time that counts (module docstring). `floor_ms`: the task's speed-of-light time
-    per call (0: unknown); the clock's net is never taken below it. `mode`: "graph" or "host";
-    `enqueue_ms`: the host time per call the candidate reported (host mode: a host-bound honest
-    candidate's slow burst is then not called forged; it never confirms anything). `cap`: the
-    tolerance's cap (TOL_CAP; HOST_LANE_CAP on the CPU lane); `forged`: the rejection's factor. The
-    floor can only make the clock's time count (it is too high for a task that reads part of its
-    inputs), never reject: a rejection needs the clock's own net."""
+    """The candidate's time that counts (module docstring): the clock's, whatever the claim. `floor_ms`:
+    the task's speed-of-light time per call (0: unknown); the clock's net is never taken below it.
+    `mode`: "graph" or "host" (host: the clock's time is charged its tolerance, since a host-bound
+    burst resolves less); `enqueue_ms`: the host time per call the candidate reported (host mode: a
+    host-bound honest candidate's slow burst is then not called forged). `cap`: the tolerance's cap
+    (TOL_CAP; HOST_LANE_CAP on the CPU lane); `forged`: the rejection's factor. The claim decides only
+    the findings (and a rejection when grossly below the clock), never the time or a milestone: any
+    rule in which the claim could lower the time would let a liar gain wherever the clock and the
+    events disagree for its kernel (measured: 3-6 % on a 46 us kernel), which no tolerance fixes."""
     raw = max(cand_net_ms, 1e-9)
     net_c = max(cand_net_ms, floor_ms, 1e-9)
     tol: dict[str, float] = {}
-    equiv = raw_equiv = claim_ms
+    equiv = raw_equiv = 0.0
     agree = True
     parts = []
     resolved = True
@@ -231,10 +229,18 @@ def judge(claim_ms: float, cand_net_ms: float, cand_noise_ms: float, sides: list
         if claim_ms / s.event_ms * (1 + t) < ratio:
             agree = False
         parts.append(f"{s.name} {base:.4g} ms (x{ratio:.3f}, tol {t:.1%})")
-    resolved = resolved and all(t < cap for t in tol.values())
+    # the candidate's own net must stand clear of its noise, or the clock saw nothing of its calls
+    visible = net_c > 2.0 * cand_noise_ms and bool(sides)
+    resolved = resolved and visible and all(t < cap for t in tol.values())
     clock = f"evaluator's clock ({mode}): candidate {net_c:.4g} ms per call vs " + ", ".join(parts)
+    # the time that counts: the clock's on the events' scale; a host-mode burst (bound by Python, not
+    # the device) confirms only beyond its tolerance
+    time_ms = equiv * (1 + max(tol.values(), default=cap)) if mode != "graph" else equiv
+    note = "" if visible else "; the clock cannot see this kernel past its noise: no milestone is confirmed"
     if agree:
-        return Verdict("ok", claim_ms, equiv, tol, False, resolved, f"{clock}: agrees with the reported {claim_ms:.4g} ms")
+        return Verdict("ok", time_ms, equiv, tol, False, resolved,
+                       f"{clock}: agrees with the reported {claim_ms:.4g} ms; the clock's {time_ms:.4g} ms counts"
+                       + note, grants=visible)
     over = equiv / claim_ms if claim_ms > 0 else float("inf")
     flagged = over >= FORGED_WARN
     host = max(claim_ms, enqueue_ms or 0.0)
@@ -242,11 +248,11 @@ def judge(claim_ms: float, cand_net_ms: float, cand_noise_ms: float, sides: list
     what = (f"the candidate reported {claim_ms:.4g} ms per call, {over:.2f}x faster than the evaluator's clock "
             f"confirms ({equiv:.4g} ms on the same scale; {clock})")
     if gross:
-        return Verdict("forged", equiv, equiv, tol, True, resolved, what + ": the reported time is not the candidate's")
-    charged = equiv * (1 + UNCONFIRMED_MARGIN)
-    return Verdict("unconfirmed", charged, equiv, tol, flagged, resolved,
-                   what + f": {charged:.4g} ms counts (the clock's time plus its {UNCONFIRMED_MARGIN:.0%} run-to-run margin)"
-                   + ("" if resolved else "; the clock's noise is at its limit here"))
+        return Verdict("forged", time_ms, equiv, tol, True, resolved, what + ": the reported time is not the candidate's",
+                       grants=False)
+    return Verdict("unconfirmed", time_ms, equiv, tol, flagged, resolved,
+                   what + f": the clock's {time_ms:.4g} ms counts" + note
+                   + ("" if resolved or not visible else "; the clock's noise is at its limit here"), grants=visible)
 
 
 def milestones(v: Verdict, eager_ms: float, compile_ms: float) -> tuple[bool, bool]:
