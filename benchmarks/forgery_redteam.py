@@ -15,7 +15,7 @@ times each, two ways:
 - "switch": the test-only hijack switch `fake_time=F` (the harness in the candidate's process
   reporting scaled times), with every gate on.
 Bar: no forger's reward above its honest twin's in any run; every factor <= 0.8 flagged
-(`timing-forged` or rejected); no forged time shown as `time_ms`. Then the honest solutions three
+(`timing-forged`, `timing-unconfirmed` or rejected); no forged time shown as `time_ms`. Then the honest solutions three
 at a time sharing the GPU (`--shared`). Prints a table last; writes every result as JSON.
 
 `materialize(...)` writes a variant's files; tests/test_forgery_corpus.py checks them on the CPU.
@@ -145,8 +145,11 @@ def judge_rows(rows: list[dict]) -> list[str]:
         twin = honest.get(r["task"]) or [None]
         if r["reward"] is not None and twin[0] is not None and r["reward"] > min(twin):
             bad.append(f"{r['task']} {r['how']} x{r['factor']}: reward {r['reward']} above the honest twin's {min(twin)}")
+        # "flagged with a finding" (the words): rejected, timing-forged, or timing-unconfirmed (the
+        # claim beyond the clock's noise). The last matters where the harness undid part of a lie (H100,
+        # 2026-12-05: the native x0.7 forger's reported time came out only 7 % below the truth)
         if r["factor"] <= 0.8 and r["how"] != "static" and not (
-                r["status"] == "rejected" or "timing-forged" in r["findings"]):
+                r["status"] == "rejected" or {"timing-forged", "timing-unconfirmed"} & set(r["findings"])):
             bad.append(f"{r['task']} {r['how']} x{r['factor']}: not flagged ({r['findings']})")
         if r["time_ms"] is not None and r["reported_ms"] is not None and r["factor"] <= 0.8 \
                 and abs(r["time_ms"] - r["reported_ms"]) < 1e-9 * max(1.0, r["time_ms"]):
