@@ -4,7 +4,10 @@ and 1 ms, it evaluates the honest workspace solution twice and its forgers (the 
 `fake_time=F`: the harness in the candidate's process reporting F x its event times) at factors
 just under 1, and prints per size: the honest claim's and the clock's speedup over torch.compile,
 the tolerance the verdict applied (the bound on any lie's gain), and which factors gained a
-milestone over the honest twin. Usage: PYTHONPATH=src python benchmarks/clock_leak.py [--out F]
+milestone over the honest twin. Since the clock decides whatever the claim (trusted_time.judge),
+a "gain" here can only be the clock's own run-to-run noise beyond the tolerance it is charged: the
+two honest runs' clock ratios show that noise per size. Usage:
+PYTHONPATH=src python benchmarks/clock_leak.py [--out F] [--clock OPT-INS]
 """
 
 from __future__ import annotations
@@ -54,11 +57,13 @@ def main() -> int:
             continue
         h = hon[0]
         claim = h["compile_ms"] / h["reported_ms"] if h.get("reported_ms") else float("nan")
-        clock = h["trusted_compile_ms"] / h["trusted_ms"] if h.get("trusted_ms") else float("nan")
+        # every honest run's clock speedup over torch.compile: their spread is the clock's noise at this size
+        clock = ",".join(f"{r['trusted_compile_ms'] / r['trusted_ms']:.3f}" for r in hon
+                         if r.get("trusted_ms") and r.get("trusted_compile_ms")) or "-"
         tol = max((r["trusted_tol"] or 0) for r in rs)
         base = min(r["reward"] for r in hon)
         gained = [r["factor"] for r in rs if r["factor"] is not None and (r["reward"] or -1) > base]
-        print(f"{label:9} {claim:20.3f}  {clock:13.3f}  {tol:5.1%}  {','.join(str(r['reward']) for r in hon):15} {gained}")
+        print(f"{label:9} {claim:20.3f}  {clock:13}  {tol:5.1%}  {','.join(str(r['reward']) for r in hon):15} {gained}")
     return 0
 
 

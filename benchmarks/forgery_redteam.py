@@ -205,7 +205,8 @@ def main() -> int:
         groups.setdefault((r["task"], r["how"], r["factor"]), []).append(r)
     for (task, how, f), rs in groups.items():
         rewards = ",".join(str(r["reward"]) for r in rs)
-        flagged = sum(r["status"] == "rejected" or "timing-forged" in r["findings"] for r in rs)
+        flagged = sum(r["status"] == "rejected" or bool({"timing-forged", "timing-unconfirmed"} & set(r["findings"]))
+                      for r in rs)
         tms = sorted(r["time_ms"] for r in rs if r["time_ms"] is not None)
         rep = sorted(r["reported_ms"] for r in rs if r["reported_ms"] is not None)
         # per run: the candidate's ratio to torch.compile on the evaluator's clock and on its own events

@@ -43,6 +43,7 @@
 #   X4: the clock's bias against the events, A/B over its opt-ins (EvalConfig.clock_flush, clock_fresh_baselines,
 #       clock_digest="rank1"; none, each alone, all three): honest x3 and forgers at 0.95/0.9 on relu_scale ~8 min
 #   X5: linear_relu the same way under none and all three, then the leak per kernel size under all three ~9 min
+#   X7: issue 28's honest controls: each example 3 times alone, then 3 at once sharing the GPU   ~8 min
 # pytest -m gpu needs the openai wheels and J's RL smoke TRL's: make .whl with scripts/device-wheels.sh
 # (registry access needed) and carry it.
 set -uo pipefail
@@ -135,5 +136,7 @@ case "${1:-}" in
           --no-static --shared 0 --clock "$c" --out "$OUT/x5-lin-$(echo "${c:-none}" | tr , -).json" 2>&1 | quiet | grep -v '^{' | tail -7
       done
       timeout 330 python3 benchmarks/clock_leak.py --clock flush,fresh,rank1 --out "$OUT/x5-leak.json" 2>&1 | quiet | grep -v '^{' | tail -8 ;;
-  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|O|Q|R|V|K3|P|X1|X2|X3|X4|X5" >&2; exit 2 ;;
+  X7) timeout 560 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-pytest --example-runs 3 --example-shared 3 \
+        2>&1 | quiet | grep '^\[' | tail -60 ;;
+  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|O|Q|R|V|K3|P|X1|X2|X3|X4|X5|X7" >&2; exit 2 ;;
 esac

@@ -196,6 +196,14 @@ def _hack_worker(case: str, dest: str) -> tuple[dict, float, str]:
     return r, time.monotonic() - t0, note
 
 
+def _example_worker(task: str, solution: str, dest: str) -> tuple[dict, float]:
+    """Runs in a spawned process: one example's evaluation (as a dict) and its wall seconds, for the
+    examples sharing the GPU (issue 28: honest controls keep their reward with 3 evaluations at once)."""
+    t0 = time.monotonic()
+    r = evaluate_workspace(workspace(Path(task), Path(solution), Path(dest)), config=EvalConfig())
+    return r.to_dict(), time.monotonic() - t0
+
+
 def row(name: str, r: EvalResult, expect: str, ok: bool, wall: float) -> dict:
     return {
         "name": name, "expect": expect, "ok": ok, "status": r.status.value, "reward": r.reward,
@@ -218,6 +226,10 @@ def main() -> int:
     ap.add_argument("--skip-redteam", action="store_true")
     ap.add_argument("--skip-examples", action="store_true")
     ap.add_argument("--skip-pytest", action="store_true")
+    ap.add_argument("--example-runs", type=int, default=1, metavar="N",
+                    help="evaluate each example N times (issue 28: an honest control keeps its reward in 3 of 3)")
+    ap.add_argument("--example-shared", type=int, default=0, metavar="K",
+                    help="then each example K times at once, sharing the GPU (0: skip)")
     ap.add_argument("--jobs", type=int, default=6, help="hacks evaluated at once")
     ap.add_argument("--faults", nargs="*", help="run only these faults (names of FAULTS and HOSTILE)")
     ap.add_argument("--skip-controls", action="store_true")
@@ -328,16 +340,32 @@ def main() -> int:
         if a.only:
             examples = [p for p in examples if p.name in a.only]
         for ex in examples:
-            t0 = time.monotonic()
-            r = evaluate_workspace(workspace(ex / "task.py", ex / "solution", work / ex.name), config=EvalConfig())
             want = EXAMPLE_REWARD.get(ex.name, 3)
-            record(f"example/{ex.name}", r, f"reward {want}", r.reward is not None and r.reward >= want,
-                   time.monotonic() - t0)
+            for run in range(max(1, a.example_runs)):
+                t0 = time.monotonic()
+                r = evaluate_workspace(workspace(ex / "task.py", ex / "solution", work / f"{ex.name}-{run}"),
+                                       config=EvalConfig())
+                record(f"example/{ex.name}" + (f"#{run + 1}" if a.example_runs > 1 else ""), r, f"reward {want}",
+                       r.reward is not None and r.reward >= want, time.monotonic() - t0)
             inline = ex / "solution_inline.py"
             if inline.is_file():  # the KernelBench single-file form (load_inline in the child)
                 t0 = time.monotonic()
                 r = evaluate_single_file(Task.from_file(ex / "task.py"), inline, config=EvalConfig())
                 record(f"inline/{ex.name}", r, "reward 3", r.reward == 3, time.monotonic() - t0)
+
+        if a.example_shared > 0:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+            with ProcessPoolExecutor(a.example_shared, mp_context=multiprocessing.get_context("spawn")) as pool:
+                for ex in examples:
+                    want = EXAMPLE_REWARD.get(ex.name, 3)
+                    futs = [pool.submit(_example_worker, str(ex / "task.py"), str(ex / "solution"),
+                                        str(work / f"{ex.name}-shared-{i}")) for i in range(a.example_shared)]
+                    for i, f in enumerate(futs):
+                        d, wall = f.result()
+                        r = EvalResult.from_dict(d)
+                        record(f"shared/{ex.name}#{i + 1}", r, f"reward {want}", r.reward is not None and r.reward >= want,
+                               wall)
 
         # issue 13: a workspace in the public CUDA-Agent release's layout, evaluated as it is
         rel = work / "release_layout"
