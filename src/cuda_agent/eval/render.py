@@ -45,8 +45,8 @@ def result_text(r: EvalResult, log_chars: int = 3000) -> str:
                          f"{_ms(r.trusted_eager_ms)}, torch.compile {_ms(r.trusted_compile_ms)} (calls alone, the loop's "
                          f"{_ms(r.trusted_loop_ms)} taken out{tol})")
         if r.reported_ms is not None and r.time_ms is not None and abs(r.reported_ms - r.time_ms) > 1e-6 * r.time_ms:
-            lines.append(f"reported by the candidate's own process: {_ms(r.reported_ms)} (not confirmed by the "
-                         "evaluator's clock; the times above are the clock's)")
+            lines.append(f"reported by the candidate's own process: {_ms(r.reported_ms)} (its own CUDA events, shown "
+                         "only: the candidate's time above is the evaluator's clock's, charged its tolerance)")
         if r.unstable:
             lines.append("UNSTABLE: the timing spread stayed high; these figures and the reward may be off")
         if r.gpu_wait_s >= 1:
