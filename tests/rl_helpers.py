@@ -76,22 +76,23 @@ class ScriptedPool:
 
 
 def teach(model_dir: Any, contexts: list[list[int]], answer: str, *, lr: float = 1e-2, max_steps: int = 400,
-          target_loss: float = 0.01) -> int:
+          target_loss: float = 0.01, device: str = "cpu") -> int:
     """Train the tiny model saved in `model_dir` (in place) to answer `answer` (then its end-of-turn token)
     after each context: plain teacher forcing with Adam, stopped once the answer's mean token loss is under
     `target_loss`. Returns the steps taken. Give a windowed model (rl.tiny: `window`) the last tokens of
-    each prompt only: what it learns there holds at the prompt's full length."""
+    each prompt only: what it learns there holds at the prompt's full length. `device` "cuda" teaches on the
+    GPU (scripts/gpu_issue29.py); the saved weights are the same either way, in float32."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa").to(device)
     ids = tok.encode(answer, add_special_tokens=False) + [tok.convert_tokens_to_ids("<|im_end|>")]
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     torch.manual_seed(0)
     for step in range(max_steps):
         ctx = contexts[step % len(contexts)]
-        x = torch.tensor([ctx + ids])
+        x = torch.tensor([ctx + ids], device=device)
         labels = x.clone()
         labels[0, :len(ctx)] = -100
         loss = model(x, labels=labels).loss
@@ -102,7 +103,7 @@ def teach(model_dir: Any, contexts: list[list[int]], answer: str, *, lr: float =
             break
     else:
         raise AssertionError(f"the tiny model did not learn the answer in {max_steps} steps (loss {loss.item():.3f})")
-    model.save_pretrained(model_dir)
+    model.to("cpu").save_pretrained(model_dir)
     return step + 1
 
 
