@@ -82,12 +82,14 @@ REGISTER_BINDING(relu2, bind)
 
 
 def answer(device: str) -> str:
-    """The taught turn: the kernel's files, then verify (the episode's end profiles the kept candidate)."""
+    """The taught turn: read model_new.py (the write tool refuses to overwrite a file not read), the
+    kernel's files, then verify (the episode's end profiles the kept candidate)."""
     if device == "cpu":
         files = {"model_new.py": CPU_MODEL_NEW, "kernels/relu2_binding.cpp": CPU_BINDING}
     else:
         files = {"model_new.py": GPU_MODEL_NEW, "kernels/relu2.cu": GPU_KERNEL, "kernels/relu2_binding.cpp": GPU_BINDING}
-    return "\n".join([*(hermes("write", {"path": p, "content": c}) for p, c in files.items()), hermes("verify")])
+    return "\n".join([hermes("read", {"path": "model_new.py"}),
+                      *(hermes("write", {"path": p, "content": c}) for p, c in files.items()), hermes("verify")])
 
 
 def tasks(device: str) -> dict[str, tuple[int, int]]:
@@ -148,27 +150,38 @@ def prepare(work: Path, device: str) -> int:
     loops = out.with_name("ppo.agent_loops.yaml")
     entries = yaml.safe_load(loops.read_text())
     entries[0].update(max_turns=1, max_tokens_per_turn=int(n_tokens * 1.5) + 64, workdir_root=str(work / "work"),
-                      keep_workdirs=True)
+                      keep_workdirs=True, log_rollouts=True)
     loops.write_text(yaml.safe_dump(entries))
     print(f"config -> {out}")
     return 0
 
 
-def _steps(log: str) -> dict[int, dict[str, float]]:
-    """verl's console line per step ("step:N - key:value - ...") as numbers."""
-    out: dict[int, dict[str, float]] = {}
+def _steps(log: str) -> tuple[dict[int, dict[str, float]], dict[int, list[dict[str, Any]]], dict[int, dict[str, float]]]:
+    """From the trainer's log: verl's console line per step ("step:N - key:value - ..."), the agent loop's
+    `cuda_agent rollout:` lines (each belongs to the next step line), and the hf rollout's busy time
+    (its load of weight version N reports step N's generation)."""
+    steps: dict[int, dict[str, float]] = {}
+    rollouts: dict[int, list[dict[str, Any]]] = {}
+    busy: dict[int, dict[str, float]] = {}
+    pending: list[dict[str, Any]] = []
     for line in log.splitlines():
-        m = re.search(r"step:(\d+) - (.*)", line)
-        if not m:
-            continue
-        vals: dict[str, float] = {}
-        for part in m.group(2).split(" - "):
-            key, _, raw = part.partition(":")
-            num = re.search(r"-?\d+(\.\d+)?(e[-+]?\d+)?", raw)
-            if num:
-                vals[key.strip()] = float(num.group(0))
-        out[int(m.group(1))] = vals
-    return out
+        if m := re.search(r"cuda_agent rollout: (\{.*\})", line):
+            try:
+                pending.append(json.loads(m.group(1)))
+            except json.JSONDecodeError:
+                pass
+        elif m := re.search(r"weight version (\d+); since the last load (\d+) requests, (\d+) tokens, ([0-9.]+) s", line):
+            busy[int(m.group(1))] = {"requests": int(m.group(2)), "tokens": int(m.group(3)), "seconds": float(m.group(4))}
+        elif m := re.search(r"step:(\d+) - (.*)", line):
+            vals: dict[str, float] = {}
+            for part in m.group(2).split(" - "):
+                key, _, raw = part.partition(":")
+                num = re.search(r"-?\d+(\.\d+)?(e[-+]?\d+)?", raw)
+                if num:
+                    vals[key.strip()] = float(num.group(0))
+            steps[int(m.group(1))] = vals
+            rollouts[int(m.group(1))], pending = pending, []
+    return steps, rollouts, busy
 
 
 UPDATE = ("old_log_prob", "ref", "values", "adv", "update_critic", "update_actor", "update_weights")
@@ -177,43 +190,50 @@ UPDATE = ("old_log_prob", "ref", "values", "adv", "update_critic", "update_actor
 def summary(work: Path, json_out: Path | None) -> int:
     log_path = work / "train.log"
     log = log_path.read_text(errors="replace") if log_path.exists() else ""
-    steps = _steps(log)
+    steps, rollouts, busy = _steps(log)
     where = re.search(r"hf rollout 0: generating on (\S+)", log)
     report: dict[str, Any] = {"generation_device": where.group(1) if where else "unknown", "steps": []}
-    names = tasks("cuda" if where and where.group(1).startswith("cuda") else "cpu")
     for n, m in sorted(steps.items()):
-        rows = []
+        scores = {}
         dump = work / "rollouts" / f"{n}.jsonl"
         for line in (dump.read_text().splitlines() if dump.exists() else []):
             r = json.loads(line)
-            task = next((t for t, (k, rows_) in names.items() if f"* {k}.0" in r.get("input", "")
-                         and f"({rows_}," in r.get("input", "")), "?")
-            rows.append({"task": task, "score": r.get("score"), "generate_s": r.get("generate_s"), "env_s": r.get("env_s")})
+            task = re.search(r"torch\.relu\(x\) \* (\d)\.0.*?torch\.randn\((\d+),", r.get("input", ""), re.DOTALL)
+            scores.setdefault(f"relu_x{task.group(1)}_{task.group(2)}" if task else "?", []).append(r.get("score"))
         t = {k.removeprefix("timing_s/"): v for k, v in m.items() if k.startswith("timing_s/")}
+        rows = rollouts.get(n, [])
         entry = {"step": n, "wall_s": t.get("step"), "rollout_phase_s": t.get("gen"),
-                 "generation_s_summed": sum(r["generate_s"] or 0 for r in rows) if rows else None,
-                 "evaluation_s_summed": sum(r["env_s"] or 0 for r in rows) if rows else None,
-                 "update_s": sum(t.get(k, 0.0) for k in UPDATE), "update_parts_s": {k: t[k] for k in UPDATE if k in t},
-                 "score_mean": m.get("critic/score/mean"), "trajectories": rows}
+                 "generation_busy_s": (busy.get(n) or {}).get("seconds"), "generated_tokens": (busy.get(n) or {}).get("tokens"),
+                 "evaluation_s_summed": round(sum(r.get("env_s", 0.0) for r in rows), 2) if rows else None,
+                 "update_s": round(sum(t.get(k, 0.0) for k in UPDATE), 2),
+                 "update_parts_s": {k: round(t[k], 2) for k in UPDATE if k in t},
+                 "score_mean": m.get("critic/score/mean"), "scores_by_task": scores, "trajectories": rows}
         report["steps"].append(entry)
     kept = []
     for res in sorted((work / "work").glob("*/best/result.json")):
         r = json.loads(res.read_text())
         kept.append({"run": res.parent.parent.name, "reward": r.get("reward"), "status": r.get("status"),
-                     "time_ms": r.get("time_ms"), "eager_ms": r.get("eager_ms"), "compile_ms": r.get("compile_ms")})
+                     "time_ms": r.get("time_ms"), "eager_ms": r.get("eager_ms"), "compile_ms": r.get("compile_ms"),
+                     "phases_s": r.get("phases_s")})
     report["kept_candidates"] = kept
     report["checkpoints"] = sorted(p.name for p in (work / "ckpt").glob("global_step_*"))
     print(f"generation on: {report['generation_device']}; checkpoints: {', '.join(report['checkpoints']) or 'none'}")
-    print(f"{'step':>4} {'wall s':>8} {'rollout s':>9} {'gen s (sum)':>11} {'eval s (sum)':>12} {'update s':>8}  scores")
+    print(f"{'step':>4} {'wall s':>8} {'rollout s':>9} {'generating s':>12} {'evaluating s (sum)':>18} {'update s':>8}")
     fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
     for e in report["steps"]:
-        scores = ", ".join(f"{r['task']}={r['score']}" for r in e["trajectories"]) or "no dump"
-        print(f"{e['step']:>4} {fmt(e['wall_s']):>8} {fmt(e['rollout_phase_s']):>9} {fmt(e['generation_s_summed']):>11} "
-              f"{fmt(e['evaluation_s_summed']):>12} {fmt(e['update_s']):>8}  {scores}")
-        print(f"     update parts: {json.dumps({k: round(v, 2) for k, v in e['update_parts_s'].items()})}")
+        print(f"{e['step']:>4} {fmt(e['wall_s']):>8} {fmt(e['rollout_phase_s']):>9} {fmt(e['generation_busy_s']):>12} "
+              f"{fmt(e['evaluation_s_summed']):>18} {fmt(e['update_s']):>8}")
+        print(f"     scores by task: {json.dumps(e['scores_by_task'])}; update parts: {json.dumps(e['update_parts_s'])}")
+        for r in e["trajectories"]:
+            print(f"     {r.get('task')}: reward {r.get('reward')}, {r.get('reason')}, generate {r.get('generate_s')} s "
+                  f"(with queueing), environment {r.get('env_s')} s, verify {r.get('verify_calls')}, "
+                  f"profile {r.get('profile_calls')}")
     for k in kept:
         print(f"kept {k['run']}: reward {k['reward']} ({k['status']}), {k['time_ms']} ms vs eager {k['eager_ms']} ms, "
-              f"compile {k['compile_ms']} ms")
+              f"compile {k['compile_ms']} ms; phases {json.dumps(k['phases_s'])}")
+    print("rollout s: verl's rollout phase (generation and evaluations overlap in it); generating s: the hf server's "
+          "busy time in that step; evaluating s: the trajectories' environment time summed (tools and the final "
+          "profile; they run concurrently)")
     if not steps:
         print("no step finished (see train.log in the tar)")
     if json_out:

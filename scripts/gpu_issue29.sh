@@ -32,7 +32,8 @@ log() { echo "[issue29 $(date +%T) +${SECONDS}s] $*" | tee -a "$W/progress.txt";
 pack() { (cd "$W" && tar -rf "$TAR" "$@" 2>/dev/null) || true; }
 left() { local l=$((LIMIT - SECONDS)); [ "$l" -lt 10 ] && l=10; echo "$l"; }
 
-export PYTHONUNBUFFERED=1 RAY_ADDRESS=local RAY_memory_monitor_refresh_ms=0 CUDA_AGENT_CACHE="$W/cache"
+# RAY_DEDUP_LOGS=0: Ray folds similar lines of different workers into one, and the summary reads every rollout line
+export PYTHONUNBUFFERED=1 RAY_ADDRESS=local RAY_memory_monitor_refresh_ms=0 RAY_DEDUP_LOGS=0 CUDA_AGENT_CACHE="$W/cache"
 export PYTHONPATH="$PWD/src"
 log "mode $MODE, work $W"
 

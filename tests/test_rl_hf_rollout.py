@@ -61,11 +61,14 @@ def test_the_model_length_caps_generation_and_the_end_of_turn_stops_it(model_dir
     assert out.token_ids == [first]
 
 
-def test_update_weights_loads_by_name_and_refuses_unknown_names(model_dir):
+def test_update_weights_loads_by_name_and_refuses_unknown_names(model_dir, capsys):
     s = server(model_dir)
     name = "model.layers.0.mlp.up_proj.weight"
     new = torch.randn_like(s.model.state_dict()[name])
+    out = asyncio.run(s.generate("r", prompt_ids=[5, 6, 7], sampling_params={"max_tokens": 4, "temperature": 0}))
     assert s.update_weights({name: new}, global_steps=3) == 1
+    # the line a run reads its step's generation time from: the requests since the previous load
+    assert f"since the last load 1 requests, {len(out.token_ids)} tokens, " in capsys.readouterr().out
     assert torch.equal(s.model.state_dict()[name], new) and s.global_steps == 3
     with pytest.raises(KeyError, match="does not have"):
         s.update_weights({"no.such.weight": new})

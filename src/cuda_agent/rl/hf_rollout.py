@@ -25,7 +25,11 @@ Contract:
   in the training worker; verl's weight sync (`update_weights`) hands it the actor's
   parameters by name and it loads them into the replica's model (rollout rank 0 sends,
   every rank drains the generator, which may gather across ranks). Sleep, wake-up and
-  the KV-cache calls are no-ops: the model stays on the host.
+  the KV-cache calls are no-ops: the model stays where it is.
+- Each weight load prints one line: tensors loaded, the new weight version, and the
+  requests, sampled tokens and seconds the server spent generating since the previous
+  load (one step's generation: the busy time of the replica, without the queueing that
+  per-trajectory times include).
 Not guaranteed: speed (one sequence at a time, no batching); multimodal inputs; LoRA
 adapters; tensor parallelism (a replica is one process); GPU memory: the server's copy of
 the model shares the GPU with the training worker's.
@@ -36,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from typing import Any
 
 import ray
@@ -107,6 +112,7 @@ class HFServer:
         # on the device of the logits: torch.multinomial refuses a generator of another device
         self.rng = torch.Generator(device=self.device).manual_seed(int(getattr(config, "seed", 0) or 0) + replica_rank)
         self.processed = str(getattr(config, "logprobs_mode", "processed_logprobs") or "").startswith("processed")
+        self.busy = {"requests": 0, "tokens": 0, "seconds": 0.0}  # since the last weight load
 
     def _generate(self, prompt_ids: list[int], sp: dict[str, Any]) -> TokenOutput:
         room = self.max_model_len - len(prompt_ids)
@@ -116,6 +122,7 @@ class HFServer:
         top_k, top_p = int(sp.get("top_k", -1) or -1), float(sp.get("top_p", 1.0) or 1.0)
         ids, lps = [], []
         with self.lock, torch.inference_mode():
+            t0 = time.monotonic()
             out = self.model(torch.tensor([prompt_ids], device=self.device), use_cache=True)
             for _ in range(max_tokens):
                 logits = out.logits[0, -1]
@@ -127,6 +134,9 @@ class HFServer:
                     break
                 out = self.model(torch.tensor([[tok]], device=self.device), past_key_values=out.past_key_values,
                                  use_cache=True)
+            self.busy["requests"] += 1
+            self.busy["tokens"] += len(ids)
+            self.busy["seconds"] += time.monotonic() - t0
         return TokenOutput(token_ids=ids, log_probs=lps, stop_reason="completed",
                            extra_fields={"global_steps": self.global_steps})
 
@@ -144,7 +154,10 @@ class HFServer:
                 for k, v in named.items():
                     own[k].copy_(v.to(own[k].dtype))
             self.global_steps = global_steps
-        print(f"hf rollout {self.replica_rank}: {len(named)} tensors loaded, weight version {global_steps}", flush=True)
+            busy, self.busy = self.busy, {"requests": 0, "tokens": 0, "seconds": 0.0}
+        print(f"hf rollout {self.replica_rank}: {len(named)} tensors loaded, weight version {global_steps}; since the "
+              f"last load {busy['requests']} requests, {busy['tokens']} tokens, {busy['seconds']:.2f} s generating",
+              flush=True)
         return len(named)
 
     def ready(self) -> bool:
