@@ -22,7 +22,8 @@ checks and the build, and the evaluator returns status no_gpu (not scored; a rer
 cluster with GPUs scores it). Without the custom resource (RL, where an unscored rollout
 would train on nothing) the job's future raises `HarnessError` with that line at once.
 Ray's totals are read per GPU job (one call to the cluster's control store), so a GPU node
-that joins later is used from then on.
+that joins later is used from then on; a cluster that starts GPU nodes only on demand
+(an autoscaler scaling from zero) reads as one without GPUs until its first GPU node is up.
 Not guaranteed: across machines the compile-ahead helps only when
 CUDA_AGENT_CACHE is on a shared filesystem; cuda-agent must be installed on
 every node; `close()` leaves the cluster (and ray.init) to the caller.
