@@ -53,6 +53,16 @@ def test_every_stage_composes_and_validates(stage, model, tmp_path):
         assert c.reward.custom_reward_function.path.endswith("scoring.py")
 
 
+def test_the_hf_rollout_on_gpus_reaches_the_workers_of_a_cluster(model, tmp_path):
+    # a cluster's workers take their environment from `ray start`: the plugin module that registers the hf
+    # rollout travels in Ray's runtime environment, as on the CPU; vLLM configs need no plugin
+    hf = OmegaConf.load(write("ppo", tmp_path / "hf.yaml", model=model, train=str(tmp_path / "t.parquet"), rollout="hf"))
+    assert hf.actor_rollout_ref.rollout.name == "hf" and hf.trainer.device == "cuda"
+    assert hf.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == "cuda_agent.rl.verl_plugins"
+    vllm = OmegaConf.load(write("ppo", tmp_path / "vllm.yaml", model=model, train=str(tmp_path / "t.parquet")))
+    assert "VERL_USE_EXTERNAL_MODULES" not in (OmegaConf.select(vllm, "ray_kwargs.ray_init.runtime_env.env_vars") or {})
+
+
 def test_written_config_loads_through_verls_entry_point(model, tmp_path):
     out = write("ppo", tmp_path / "ppo.yaml", model=model, train=str(tmp_path / "t.parquet"))
     p = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(tmp_path), "--config-name",

@@ -1,6 +1,7 @@
 """The transformers rollout's generate loop and weight hook, without Ray: greedy decoding is the
 model's arg-max path and stops after the end-of-turn id, max_tokens and the model length cap it,
-log-probs follow rollout.logprobs_mode, and update_weights loads by name (refusing unknown names)."""
+log-probs follow rollout.logprobs_mode, update_weights loads by name (refusing unknown names), and a
+server given a GPU id picks that GPU among the node's visible ones."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 pytest.importorskip("verl")
 torch = pytest.importorskip("torch")
 
-from cuda_agent.rl.hf_rollout import HFServer, sample_next  # noqa: E402
+from cuda_agent.rl.hf_rollout import HFServer, device_for, sample_next  # noqa: E402
 from cuda_agent.rl.tiny import save_tiny_model  # noqa: E402
 
 
@@ -60,11 +61,14 @@ def test_the_model_length_caps_generation_and_the_end_of_turn_stops_it(model_dir
     assert out.token_ids == [first]
 
 
-def test_update_weights_loads_by_name_and_refuses_unknown_names(model_dir):
+def test_update_weights_loads_by_name_and_refuses_unknown_names(model_dir, capsys):
     s = server(model_dir)
     name = "model.layers.0.mlp.up_proj.weight"
     new = torch.randn_like(s.model.state_dict()[name])
+    out = asyncio.run(s.generate("r", prompt_ids=[5, 6, 7], sampling_params={"max_tokens": 4, "temperature": 0}))
     assert s.update_weights({name: new}, global_steps=3) == 1
+    # the line a run reads its step's generation time from: the requests since the previous load
+    assert f"since the last load 1 requests, {len(out.token_ids)} tokens, " in capsys.readouterr().out
     assert torch.equal(s.model.state_dict()[name], new) and s.global_steps == 3
     with pytest.raises(KeyError, match="does not have"):
         s.update_weights({"no.such.weight": new})
@@ -77,3 +81,12 @@ def test_sampling_filters():
     g = torch.Generator().manual_seed(0)
     picks = {sample_next(logits, 1.0, -1, 0.5, g) for _ in range(50)}
     assert picks <= {1, 3} and picks  # top_p 0.5 keeps the two near-equal leaders only
+
+
+def test_the_server_device_is_the_training_workers_gpu():
+    # Ray's GPU ids are members of the node's CUDA_VISIBLE_DEVICES; torch numbers the visible ones from 0
+    assert device_for(None, "0,1") == torch.device("cpu")
+    assert device_for("3", "2,3") == torch.device("cuda", 1)
+    assert device_for("1", None) == torch.device("cuda", 1) == device_for("1", "")
+    with pytest.raises(ValueError):
+        device_for("5", "2,3")  # not a GPU of this node: refuse rather than take someone else's

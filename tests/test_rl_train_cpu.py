@@ -12,9 +12,6 @@ task. Minutes on a 2-core machine, hence `slow`; skipped without verl."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,44 +21,12 @@ pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
 import yaml  # noqa: E402
-from rl_helpers import teach  # noqa: E402
+from rl_helpers import ANSWER, SCALE_TASK, rl_train, teach  # noqa: E402
+from rl_helpers import changed as _changed  # noqa: E402
+from rl_helpers import weights_of as _weights  # noqa: E402
 
 from cuda_agent.cli.main import main  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-TASK = '''import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return torch.relu(x) * {k}.0
-
-
-def get_inputs():
-    return [torch.randn({n}, 257)]
-
-
-def get_init_inputs():
-    return []
-'''
-MODEL_NEW = ("import cuda_extension\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
-             "    def forward(self, x):\n        return cuda_extension.relu2(x)\n")
-BINDING = ('#include "binding_registry.h"\n\nstatic torch::Tensor relu2(torch::Tensor x) {\n'
-           '  auto y = torch::empty_like(x);\n  const float* a = x.data_ptr<float>();\n  float* b = y.data_ptr<float>();\n'
-           '  for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i] > 0.f ? 2.f * a[i] : 0.f;\n  return y;\n}\n\n'
-           'static void bind(pybind11::module_& m) { m.def("relu2", &relu2); }\nREGISTER_BINDING(relu2, bind)\n')
-
-
-def _call(name: str, args: dict) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": args}) + "</tool_call>"
-
-
-ANSWER = "\n".join([_call("read", {"path": "model_new.py"}), _call("write", {"path": "model_new.py", "content": MODEL_NEW}),
-                    _call("write", {"path": "kernels/relu2_binding.cpp", "content": BINDING}), _call("verify", {})])
 TASKS = {f"relu_x{k}_{n}": (k, n) for k in (2, 3) for n in (64, 96)}
 
 
@@ -96,45 +61,19 @@ def _config(tmp: Path, model: Path, steps: int) -> Path:
     return out
 
 
-def _train(cfg: Path, cache: Path, log_name: str) -> str:
-    # RAY_ADDRESS=local: a Ray of its own, even where someone's `ray start` cluster runs on this machine.
-    # Ray's memory monitor off: on a shared CI machine it killed this run's workers for memory that other
-    # jobs used (2026-12-05, twice), and verl's trainer then waited for them forever
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CUDA_AGENT_CACHE": str(cache), "RAY_ADDRESS": "local",
-           "RAY_memory_monitor_refresh_ms": "0"}
-    p = subprocess.run([sys.executable, "-m", "cuda_agent.cli.main", "rl", "train", "--stage", "ppo", "--config",
-                        str(cfg)], capture_output=True, text=True, timeout=1200, env=env, cwd=cfg.parent)  # Hydra's outputs/
-    log = p.stdout + p.stderr
-    cfg.with_name(log_name).write_text(log)  # kept for a look when something fails
-    assert p.returncode == 0, log[-4000:]
-    return log
-
-
-def _weights(folder: Path) -> dict:
-    from safetensors.torch import load_file
-
-    return {k.removeprefix("model."): v for k, v in load_file(str(folder / "model.safetensors")).items()}
-
-
-def _changed(before: dict, after: dict) -> list[str]:
-    shared = [k for k in before if k in after and before[k].shape == after[k].shape]
-    assert len(shared) > 10, sorted(after)[:5]
-    return [k for k in shared if not (before[k] == after[k]).all()]
-
-
 def test_two_ppo_steps_with_the_evaluators_reward_and_a_resume(tmp_path, cache_env):
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     for name, (k, n) in TASKS.items():
-        (tasks / f"{name}.py").write_text(TASK.format(k=k, n=n))
+        (tasks / f"{name}.py").write_text(SCALE_TASK.format(k=k, n=n))
     assert main(["rl", "prompts", str(tasks), "-o", str(tmp_path / "train.parquet")]) == 0
     model = _taught_model(tmp_path, tasks)
 
-    first = _train(_config(tmp_path, model, steps=1), cache_env, "train1.log")
+    first = rl_train("ppo", _config(tmp_path, model, steps=1), cache_env, "train1.log")
     ck = tmp_path / "ckpt"
     assert (ck / "global_step_1" / "actor" / "huggingface").is_dir() and (ck / "global_step_1" / "critic").is_dir()
     assert "hf rollout 0: " in first  # verl synced the actor's weights into the transformers rollout
-    second = _train(_config(tmp_path, model, steps=2), cache_env, "train2.log")
+    second = rl_train("ppo", _config(tmp_path, model, steps=2), cache_env, "train2.log")
     assert "global_step_1" in second and (ck / "global_step_2" / "critic" / "huggingface").is_dir()
     assert "step:2 " in second and "step:1 " not in second  # resumed at step 2, not restarted
 

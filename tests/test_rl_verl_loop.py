@@ -191,3 +191,15 @@ def test_loops_are_built_from_the_registry_yaml_as_verl_does(tok, pool, tmp_path
     agent, out = asyncio.run(go())
     assert isinstance(agent, CudaAgentLoop) and agent.rollout.max_turns == 2  # the YAML's extra key arrived
     assert len(server.sampled) == 2 and out.extra_fields["reward_extra_info"]["turns"] == 2
+
+
+def test_log_rollouts_prints_one_line_per_trajectory(tok, pool, capsys):
+    # verl 0.9.1's v1 trainer shows none of reward_extra_info; this line is where a run sees its split
+    rollout(tok, GOOD)
+    assert "cuda_agent rollout:" not in capsys.readouterr().out  # off by default
+    out, _ = rollout(tok, GOOD, log_rollouts=True)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("cuda_agent rollout: ")]
+    assert len(lines) == 1
+    rec = json.loads(lines[0].removeprefix("cuda_agent rollout: "))
+    assert rec["task"] == "relu2" and rec["reward"] == 3.0 == out.reward_score and rec["profile_calls"] == 1
+    assert rec["generate_s"] >= 0 and rec["env_s"] > 0 and set(METRIC_KEYS) <= set(rec)

@@ -96,10 +96,14 @@ def run(args: argparse.Namespace) -> int:
     console = Console(width=None if sys.stdout.isatty() else 160)
     for n in suite.notes:
         console.print(f"[yellow]note:[/] {n}")
-    if args.device == "cuda" and not (args.ray or os.environ.get("RAY_ADDRESS")) and not visible_gpus():
-        console.print("[yellow]note:[/] no CUDA GPU is visible here: each candidate is compiled and checked but not "
-                      "scored (status no_gpu); those tasks stay unfinished, and rerunning this command with the same -o "
-                      "on a GPU machine scores them", highlight=False)
+    on_ray = bool(args.ray or os.environ.get("RAY_ADDRESS"))
+    lack = (pool.missing_gpu() if hasattr(pool, "missing_gpu") else None) if on_ray else \
+        (None if visible_gpus() else "no CUDA GPU is visible here")
+    if args.device == "cuda" and lack:
+        # the Ray pool then runs as the local one does without a GPU (pool.ray_pool): no_gpu, not a wait
+        console.print(f"[yellow]note:[/] {lack}: each candidate is compiled and checked but not scored (status no_gpu); "
+                      "those tasks stay unfinished, and rerunning this command with the same -o "
+                      f"{'with GPUs in the cluster' if on_ray else 'on a GPU machine'} scores them", highlight=False)
     bar = Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.description}"), console=console, disable=args.quiet)
     try:

@@ -106,7 +106,11 @@ def overrides(stage: str, *, model: str, train: str, val: str | None, cluster: C
         raise ConfigError(f"unknown rollout {rollout!r}; one of {', '.join(ROLLOUTS)}")
     if device == "cpu" and rollout != "hf":
         raise ConfigError(f"the {rollout} rollout needs GPUs; on the CPU the rollout is hf (transformers)")
-    cpu = cpu_overrides(stage, cluster.gpus_per_node) if device == "cpu" else []
+    dev = cpu_overrides(stage, cluster.gpus_per_node) if device == "cpu" else []
+    if rollout == "hf" and device != "cpu" and stage != "sft":
+        # verl's workers find the hf rollout through the plugin module; a cluster's workers take their
+        # environment from `ray start`, not from `rl train`, so it goes into Ray's runtime environment
+        dev.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={PLUGINS}")
     c, p, o = cluster, PAPER, OURS
     common = [f"trainer.nnodes={c.nnodes}", f"trainer.n_gpus_per_node={c.gpus_per_node}", "trainer.logger=[console]",
               "trainer.project_name=cuda-agent", f"trainer.experiment_name={stage}", f"data.train_files={train}",
@@ -120,7 +124,7 @@ def overrides(stage: str, *, model: str, train: str, val: str | None, cluster: C
             f"data.max_token_len_per_gpu={ctx}", f"data.train_batch_size={batch or o['sft_batch']}",
             f"optim.lr={o['sft_lr']}", f"trainer.total_epochs={o['sft_epochs']}",
             f"trainer.total_training_steps={steps or 'null'}",
-            "checkpoint.save_contents=[model,optimizer,extra,hf_model]"] + cpu
+            "checkpoint.save_contents=[model,optimizer,extra,hf_model]"] + dev
     ctx = p["warmup_context"] if stage == "warmup" else p["context"]
     total = steps or {"warmup": o["warmup_steps"], "vp": o["vp_steps"], "ppo": p["steps"]}[stage]
     b = batch or p["batch"]
@@ -147,7 +151,7 @@ def overrides(stage: str, *, model: str, train: str, val: str | None, cluster: C
         "trainer.save_freq=25", f"trainer.critic_warmup={total + 1 if stage == 'vp' else 0}",
         # Hugging Face weights in every checkpoint: the next stage (and vLLM for collection) starts from them
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
-        "critic.checkpoint.save_contents=[model,optimizer,extra,hf_model]"] + cpu
+        "critic.checkpoint.save_contents=[model,optimizer,extra,hf_model]"] + dev
     if loops:
         out.append(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}")
     if stage == "vp":  # replayed trajectories carry no rollout log-probs; verl would ask for them

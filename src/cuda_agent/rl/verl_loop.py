@@ -22,6 +22,11 @@ Contract of `CudaAgentLoop.run` (the rest is rl.rollout's contract):
   trajectory was sampled with (`min_global_steps`/`max_global_steps`: the lowest
   and highest weight version the servers reported over its turns; verl's trainer
   needs them as numbers; 0 when no turn reported one).
+- with `log_rollouts` (a key of the loop's YAML entry; off by default: a real batch has
+  a thousand trajectories), prints one line per trajectory, `cuda_agent rollout: {JSON}`
+  with the task, the reward, how it ended and the metrics: verl 0.9.1's v1 trainer keeps
+  `reward_extra_info` out of its console metrics and its rollout dump, and this is how a
+  run shows where a step's rollout time went (generation vs the environment).
 `ReplayAgentLoop.run` never calls the server: it returns the stored trajectory of
 the row (`extra_info.messages`, `tools`, `reward` as written by `rl vp`) as
 rl.replay renders it, marked as sampled by policy version 0 (before any training).
@@ -112,7 +117,7 @@ class CudaAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, max_turns: int = 150, episode_timeout_s: float = 7200.0,
                  max_tokens_per_turn: int | None = 16384, bash_timeout_s: float = 180.0, eval_device: str = "cuda",
                  eval_options: dict[str, Any] | None = None, workdir_root: str | None = None,
-                 keep_workdirs: bool = False, env_threads: int = 256, **kwargs: Any):
+                 keep_workdirs: bool = False, env_threads: int = 256, log_rollouts: bool = False, **kwargs: Any):
         kwargs.pop("tools", None)  # verl's own tool list; this environment brings its tools
         super().__init__(*args, **kwargs)
         rc = self.rollout_config
@@ -122,6 +127,7 @@ class CudaAgentLoop(AgentLoopBase):
         self.bash_timeout_s, self.eval_device = bash_timeout_s, eval_device
         self.eval_options = dict(eval_options or {})  # further EvalConfig fields (the CPU lane's lighter protocol)
         self.workdir_root, self.keep_workdirs, self.env_threads = workdir_root, keep_workdirs, env_threads
+        self.log_rollouts = log_rollouts
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         info = kwargs.get("extra_info") or {}
@@ -144,6 +150,9 @@ class CudaAgentLoop(AgentLoopBase):
             env.close()
             if not self.keep_workdirs:
                 shutil.rmtree(run_dir, ignore_errors=True)
+        if self.log_rollouts:
+            line = {"task": task.name, "reason": r.reason, **{k: round(v, 3) for k, v in r.metrics.items()}}
+            print("cuda_agent rollout: " + json.dumps(line), flush=True)
         return to_output(r, server.fields())
 
 

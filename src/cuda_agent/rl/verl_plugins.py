@@ -18,6 +18,9 @@ registered for "cpu" as well: their code is device-agnostic (it asks the platfor
 verl's critic loader (`verl.utils.model.load_valuehead_model`), which asks transformers
 for flash-attention 2 whatever the config says, loads the value model with SDPA instead
 (the actor's attention is a config key, which rl.config sets for the CPU).
+On a GPU machine without the flash_attn package the critic loader is replaced the same way
+(transformers would refuse flash-attention 2 there; give the actor
+`++actor_rollout_ref.model.override_config.attn_implementation=sdpa` and no remove-padding).
 Importing it twice is harmless.
 """
 
@@ -89,7 +92,15 @@ def _sdpa_value_model() -> None:
     vm.load_valuehead_model = load_valuehead_model
 
 
+def _has_flash_attn() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("flash_attn") is not None
+
+
 if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
     _gloo_process_groups()
     _cpu_engines()
+    _sdpa_value_model()
+elif not _has_flash_attn():  # a GPU without flash-attn (the GPU image we carry verl to): SDPA for the critic too
     _sdpa_value_model()
