@@ -57,6 +57,13 @@ What a candidate that fully controls its process can and cannot do:
   "the evaluator's clock"), so a kernel that close to a milestone's line may land on either side.
   `EvalConfig.clock_flush`, `clock_fresh_baselines` and `clock_digest="rank1"` did not narrow that
   spread in the same session's A/B and stay off.
+- The clock's own error is not only noise. On the H100 (2026-12-05, docs/throughput.md "Call 5")
+  diag_matmul's net came out 7.6x below its event time, under the task's speed-of-light floor
+  (so `floor_ms` set its time), while the baselines' nets matched their events: inside a burst the
+  digest reads the output just written, mostly from L2, where the loop burst digests a stored
+  output from DRAM, so a memory-bound call with a large output is credited that read. Honest
+  candidates and liars alike; the milestone line moves by about 5 % of the credit, but the speedup
+  shown for such a kernel is too high until the loop digests as the calls do.
 - It can make its looks uneven: that widens tol (up to TOL_CAP), which only charges it more; it
   never moves its fastest look.
 - Remaining leaks, stated: (1) work the harness does inside the candidate's process (the draws
