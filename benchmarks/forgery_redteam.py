@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FORGERY = ROOT / "tests" / "redteam" / "forgery"
 FACTORS = (0.95, 0.9, 0.85, 0.8, 0.7, 0.5, 0.2, 0.05)
 TASKS = {"relu_scale": "workspace", "linear_relu": "single_file"}
-CLOCK_OPT_INS = ("flush", "fresh", "rank1")  # --clock: EvalConfig.clock_flush, clock_fresh_baselines, clock_digest
+CLOCK_OPT_INS = ("flush", "fresh", "rank1", "cold")  # --clock: EvalConfig.clock_flush, clock_fresh_baselines,
+# clock_digest, clock_cold_digest
 
 # Native code that reaches Python: the declaration takes the interpreter's symbol by an assembler
 # label, so no forbidden name appears; Python then rescales the harness's event timer.
@@ -95,7 +96,8 @@ def _evaluate(task: str, factor: float | None, how: str, root: str, task_file: s
     # --clock (through the environment, so that pool workers see it): the clock's opt-in settings
     opts = set(os.environ.get("FORGERY_CLOCK", "").split(","))
     cfg = EvalConfig(reuse_results=False, retry_unstable=0, clock_flush="flush" in opts,
-                     clock_fresh_baselines="fresh" in opts, clock_digest="rank1" if "rank1" in opts else "dense")
+                     clock_fresh_baselines="fresh" in opts, clock_digest="rank1" if "rank1" in opts else "dense",
+                     clock_cold_digest="cold" in opts)
     if how == "switch" and factor is not None:
         os.environ["CUDA_AGENT_TEST_HIJACK"] = f"fake_time={factor}"
         factor_files = None
@@ -168,7 +170,8 @@ def main() -> int:
     ap.add_argument("--honest", type=int, default=None, help="honest runs per task (default: --runs)")
     ap.add_argument("--no-static", action="store_true", help="skip the every-gate-on row (the CPU tests cover it)")
     ap.add_argument("--clock", default="", help="comma-separated opt-ins of the evaluator's clock: flush "
-                    "(EvalConfig.clock_flush), fresh (EvalConfig.clock_fresh_baselines), rank1 (EvalConfig.clock_digest)")
+                    "(EvalConfig.clock_flush), fresh (EvalConfig.clock_fresh_baselines), rank1 (EvalConfig.clock_digest), "
+                    "cold (EvalConfig.clock_cold_digest)")
     args = ap.parse_args()
     if bad := set(args.clock.split(",")) - set(CLOCK_OPT_INS) - {""}:
         ap.error(f"unknown --clock opt-in(s) {', '.join(sorted(bad))}; choose from {', '.join(CLOCK_OPT_INS)}")

@@ -44,6 +44,8 @@
 #       clock_digest="rank1"; none, each alone, all three): honest x3 and forgers at 0.95/0.9 on relu_scale ~8 min
 #   X5: linear_relu the same way under none and all three, then the leak per kernel size under all three ~9 min
 #   X7: issue 28's honest controls: each example 3 times alone, then 3 at once sharing the GPU   ~8 min
+#   X8: the cold-digest A/B (EvalConfig.clock_cold_digest, alone and with the flush): diag_matmul,
+#       matmul_sum_scale and embedding_bag_sum twice each, then relu_scale honest x3 + forgers 0.9  ~9 min
 # pytest -m gpu needs the openai wheels and J's RL smoke TRL's: make .whl with scripts/device-wheels.sh
 # (registry access needed) and carry it.
 set -uo pipefail
@@ -138,5 +140,16 @@ case "${1:-}" in
       timeout 330 python3 benchmarks/clock_leak.py --clock flush,fresh,rank1 --out "$OUT/x5-leak.json" 2>&1 | quiet | grep -v '^{' | tail -8 ;;
   X7) timeout 560 bash scripts/gpu-check.sh --skip-faults --skip-redteam --skip-pytest --example-runs 3 --example-shared 3 \
         2>&1 | quiet | grep '^\[' | tail -60 ;;
-  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|O|Q|R|V|K3|P|X1|X2|X3|X4|X5|X7" >&2; exit 2 ;;
+  X8) for c in "" cold flush,cold; do
+        echo "== examples, clock opt-ins: ${c:-none}"
+        timeout 100 python3 scripts/gpu_check.py --skip-faults --skip-redteam --skip-pytest --example-runs 2 \
+          --only diag_matmul matmul_sum_scale embedding_bag_sum --clock "$c" 2>&1 | quiet | grep '^\[' | cut -c1-300
+        cp "$OUT/gpu_check.json" "$OUT/x8-examples-$(echo "${c:-none}" | tr , -).json" 2>/dev/null
+      done
+      for c in cold flush,cold; do
+        echo "== relu_scale, clock opt-ins: $c"
+        timeout 75 python3 benchmarks/forgery_redteam.py --tasks relu_scale --honest 3 --runs 1 --factors 0.9 \
+          --no-static --shared 0 --clock "$c" --out "$OUT/x8-relu-$(echo "$c" | tr , -).json" 2>&1 | quiet | grep -v '^{' | tail -5
+      done ;;
+  *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|O|Q|R|V|K3|P|X1|X2|X3|X4|X5|X7|X8" >&2; exit 2 ;;
 esac

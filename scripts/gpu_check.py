@@ -196,11 +196,23 @@ def _hack_worker(case: str, dest: str) -> tuple[dict, float, str]:
     return r, time.monotonic() - t0, note
 
 
-def _example_worker(task: str, solution: str, dest: str) -> tuple[dict, float]:
+CLOCK_OPT_INS = {"flush": "clock_flush", "fresh": "clock_fresh_baselines", "cold": "clock_cold_digest"}
+
+
+def example_config(clock: str = "") -> EvalConfig:
+    """The examples' config: the defaults, with the named opt-ins of the evaluator's clock turned on."""
+    opts = {o for o in clock.split(",") if o}
+    if bad := opts - set(CLOCK_OPT_INS) - {"rank1"}:
+        raise SystemExit(f"gpu_check: unknown --clock opt-in(s) {', '.join(sorted(bad))}")
+    return EvalConfig(**{CLOCK_OPT_INS[o]: True for o in opts if o in CLOCK_OPT_INS},
+                      clock_digest="rank1" if "rank1" in opts else "dense")
+
+
+def _example_worker(task: str, solution: str, dest: str, clock: str = "") -> tuple[dict, float]:
     """Runs in a spawned process: one example's evaluation (as a dict) and its wall seconds, for the
     examples sharing the GPU (issue 28: honest controls keep their reward with 3 evaluations at once)."""
     t0 = time.monotonic()
-    r = evaluate_workspace(workspace(Path(task), Path(solution), Path(dest)), config=EvalConfig())
+    r = evaluate_workspace(workspace(Path(task), Path(solution), Path(dest)), config=example_config(clock))
     return r.to_dict(), time.monotonic() - t0
 
 
@@ -228,6 +240,9 @@ def main() -> int:
     ap.add_argument("--skip-pytest", action="store_true")
     ap.add_argument("--example-runs", type=int, default=1, metavar="N",
                     help="evaluate each example N times (issue 28: an honest control keeps its reward in 3 of 3)")
+    ap.add_argument("--clock", default="", metavar="OPT-INS",
+                    help="the examples under these opt-ins of the evaluator's clock, comma-separated: "
+                         "flush, fresh, rank1, cold (EvalConfig.clock_*; issue 28's A/B)")
     ap.add_argument("--example-shared", type=int, default=0, metavar="K",
                     help="then each example K times at once, sharing the GPU (0: skip)")
     ap.add_argument("--jobs", type=int, default=6, help="hacks evaluated at once")
@@ -247,6 +262,7 @@ def main() -> int:
     ap.add_argument("--overhead-spares-only", action="store_true",
                     help="measure the defences' cost only with spare children (issue 16's setting), not with fresh ones")
     a = ap.parse_args()
+    example_config(a.clock)  # a typo in --clock stops here, before any GPU work
     out = Path(os.environ.get("OUT") or ROOT / "out")
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
@@ -344,7 +360,7 @@ def main() -> int:
             for run in range(max(1, a.example_runs)):
                 t0 = time.monotonic()
                 r = evaluate_workspace(workspace(ex / "task.py", ex / "solution", work / f"{ex.name}-{run}"),
-                                       config=EvalConfig())
+                                       config=example_config(a.clock))
                 record(f"example/{ex.name}" + (f"#{run + 1}" if a.example_runs > 1 else ""), r, f"reward {want}",
                        r.reward is not None and r.reward >= want, time.monotonic() - t0)
             inline = ex / "solution_inline.py"
@@ -360,7 +376,7 @@ def main() -> int:
                 for ex in examples:
                     want = EXAMPLE_REWARD.get(ex.name, 3)
                     futs = [pool.submit(_example_worker, str(ex / "task.py"), str(ex / "solution"),
-                                        str(work / f"{ex.name}-shared-{i}")) for i in range(a.example_shared)]
+                                        str(work / f"{ex.name}-shared-{i}"), a.clock) for i in range(a.example_shared)]
                     for i, f in enumerate(futs):
                         d, wall = f.result()
                         r = EvalResult.from_dict(d)

@@ -52,3 +52,46 @@ def test_a_flushing_burst_flushes_before_every_call_and_digests_the_same():
     assert torch.equal(torch.nan_to_num(plain), torch.nan_to_num(flushed)) and not torch.isnan(plain[:, :2]).any()
     req = P.BurstPrepare(8, "loop", True, False, True)
     assert P.request_from_wire(P.to_wire(req)) == req and req.flush
+
+
+def test_a_cold_digest_burst_flushes_between_each_call_and_its_digest():
+    """EvalConfig.clock_cold_digest: between each call and its digest the flush buffer is written (on a GPU
+    that evicts the output from L2, so the digest reads it from memory as the loop's does); the digests
+    are the same as without it. The opt-in travels in BurstPrepare, and names the bursts' cache key and
+    trusted_mode on a GPU only (the flush is a GPU step)."""
+    from types import SimpleNamespace
+
+    from cuda_agent.eval import protocol as P
+    from cuda_agent.eval.child_burst import WIDTH, Plan, _body, _draw_weights, _weight_buffers
+    from cuda_agent.eval.config import EvalConfig
+    from cuda_agent.eval.timed import _clock_opt_ins
+
+    st = SimpleNamespace(device=torch.device("cpu"), task=SimpleNamespace(get_inputs=lambda: [torch.randn(64)]))
+    flushed_since_last_call: list[bool] = []
+
+    def run(cold: torch.Tensor | None) -> torch.Tensor:
+        def fn(x):
+            if cold is not None:
+                flushed_since_last_call.append(bool((cold == 0).all()))
+                cold.fill_(1.0)  # what the call leaves in the cache
+            return torch.relu(x) * 1.5
+
+        torch.manual_seed(7)
+        plan = Plan(fn, 4, [64], _weight_buffers([64], st.device), cold=cold)
+        _draw_weights(plan.weights)
+        out = torch.full((4, WIDTH), float("nan"))
+        _body(st, plan, out)  # type: ignore[arg-type]
+        if cold is not None:
+            assert bool((cold == 0).all())  # the last call's output was followed by the flush
+        return out
+
+    plain = run(None)
+    cold = run(torch.ones(32))
+    # the buffer starts dirty; every later call finds it flushed after the previous call (not before its own)
+    assert flushed_since_last_call == [False, True, True, True]
+    assert torch.equal(torch.nan_to_num(plain), torch.nan_to_num(cold)) and not torch.isnan(plain[:, :2]).any()
+    req = P.BurstPrepare(8, "loop", True, False, False, "dense", True)
+    assert P.request_from_wire(P.to_wire(req)) == req and req.cold_digest and not P.BurstPrepare(8).cold_digest
+    assert "cold" in _clock_opt_ins(EvalConfig(device="cuda", clock_cold_digest=True))
+    assert "cold" not in _clock_opt_ins(EvalConfig(device="cpu", clock_cold_digest=True))
+    assert "cold" not in _clock_opt_ins(EvalConfig(device="cuda"))

@@ -166,7 +166,7 @@ def test_the_clocks_opt_ins_run_end_to_end_on_the_cpu_lane(tmp_path, cache_env):
     shutil.copy(lane / "model_new.py", ws / "model_new.py")
     cfg = EvalConfig(device="cpu", compile_baseline=False, n_timed=10, n_warmup=3, max_rounds=1, load_timeout=60,
                      correctness_timeout=20, timing_timeout=60, reuse_results=False,
-                     clock_digest="rank1", clock_flush=True, clock_fresh_baselines=True)
+                     clock_digest="rank1", clock_flush=True, clock_fresh_baselines=True, clock_cold_digest=True)
     r = evaluate_workspace(ws, config=cfg)
     assert r.status is Status.OK or (r.status is Status.REJECTED and "timing-forged" in r.message), (r.message, r.log[-1500:])
     assert "burst_check" in r.phases_s and r.trusted_mode == "host+rank1" and r.trusted_ms is not None, r.phases_s

@@ -6,7 +6,8 @@ matrix, `normal_` into a buffer, in output order); then, per replay, k times: th
 input set (`get_inputs` under the evaluation device), the call, each output reduced to its
 digests (W @ out, one GEMV into a row of a device buffer; with `digest="rank1"` the bilinear
 v^T X w of the output viewed as an about square matrix, which reads only the output, not W as well:
-the same variance per digest, a third of the memory traffic). `cmd_prepare` makes a side's burst
+the same variance per digest, a third of the memory traffic); with `cold_digest`, L2 is flushed
+between each call and its digest, so the digest reads the output from memory, as the loop's does. `cmd_prepare` makes a side's burst
 ready before any clocked request: learns its outputs' sizes from one call and, on a GPU,
 captures the k calls as one CUDA graph under a dummy seed (a capture that fails is reported,
 and the side falls back to the Python loop). `cmd_burst` runs it for the request's salt: the
@@ -83,6 +84,7 @@ class Plan:
     digests: torch.Tensor | None = None
     flush: torch.Tensor | None = None  # written before each call: the L2 flush of the event timing
     digest: str = "dense"
+    cold: torch.Tensor | None = None  # written between each call and its digest: the digest reads from memory
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
@@ -165,7 +167,10 @@ def _body(st: State, plan: Plan, digests: torch.Tensor) -> None:
     for i, x in enumerate(_draws(st, plan.k)):
         if plan.flush is not None:
             plan.flush.zero_()
-        _digest_into(flatten(plan.fn(*x)), plan.weights, digests[i])
+        outs = flatten(plan.fn(*x))
+        if plan.cold is not None:
+            plan.cold.zero_()
+        _digest_into(outs, plan.weights, digests[i])
 
 
 def _tolerance_scale(t: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
@@ -334,6 +339,8 @@ def cmd_prepare(st: State, req: P.BurstPrepare) -> dict[str, Any]:
         plan = Plan(fn, req.k, numels, _weight_buffers(numels, st.device, req.digest), digest=req.digest)
         if req.flush and st.device.type == "cuda":
             plan.flush = l2_flush_buffer(st.device)
+        if req.cold_digest and st.device.type == "cuda":
+            plan.cold = plan.flush if plan.flush is not None else l2_flush_buffer(st.device)
         st.bursts[(req.mode, req.k)] = plan
         if not req.graph or st.device.type != "cuda":
             return {"graph": False, "why": "not asked" if not req.graph else "no GPU"}
@@ -361,7 +368,7 @@ def _run(st: State, plan: Plan, salt: int, replays: int) -> torch.Tensor:
             out[r * plan.k:(r + 1) * plan.k].copy_(plan.digests)
         return out
     out = torch.full((replays * plan.k, WIDTH), float("nan"), device=st.device)
-    loop = Plan(plan.fn, replays * plan.k, plan.numels, plan.weights, flush=plan.flush, digest=plan.digest)
+    loop = Plan(plan.fn, replays * plan.k, plan.numels, plan.weights, flush=plan.flush, digest=plan.digest, cold=plan.cold)
     _body(st, loop, out)
     return out
 

@@ -80,6 +80,12 @@ class EvalConfig:
     # 2 x n weight GEMV that also reads W (H100, 2026-12-05: the draws and dense digests cost 0.168 ms a call
     # beside a 0.046 ms kernel, so the clock's net was a small difference of large numbers). Off until measured.
     clock_digest: str = "dense"
+    # Flush L2 between each burst call and its digest, on every side (the loop too), so that every digest
+    # reads its output from memory. Off until measured: on the H100 (2026-12-05) diag_matmul's net came out
+    # 7.6x below its event time, under its speed-of-light floor, while the baselines' matched theirs: a
+    # call's digest read the output it had just written from L2, the loop's digest a stored one from DRAM,
+    # so a memory-bound call with a large output was credited that read.
+    clock_cold_digest: bool = False
     # False only for the red team's runtime lane: static REJECT findings and the post-build symbol check are
     # recorded, not applied, so that the run-time defences (above all the evaluator's clock) are seen alone
     static_gate: bool = True

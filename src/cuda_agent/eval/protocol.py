@@ -107,7 +107,9 @@ class BurstPrepare:
     model, the outputs `Warm` kept (the draws and digests alone); "draws" (reference): the inputs
     themselves, with `verify` (one replay against the eager sequence: are the task's draws graph-safe?).
     `flush`: before each call the L2 cache is flushed (a write of twice its size), as the event timing
-    does, so that a burst's calls read their inputs from memory as timed calls do (EvalConfig.clock_flush)."""
+    does, so that a burst's calls read their inputs from memory as timed calls do (EvalConfig.clock_flush).
+    `cold_digest`: the L2 cache is flushed between each call and its digest, so that the digest reads the
+    output from memory on every side, the loop's included (EvalConfig.clock_cold_digest)."""
 
     k: int
     mode: str = "model"
@@ -115,6 +117,7 @@ class BurstPrepare:
     verify: bool = False
     flush: bool = False
     digest: str = "dense"  # "dense" or "rank1" (child_burst): EvalConfig.clock_digest
+    cold_digest: bool = False
     cmd: str = "prepare"
 
 

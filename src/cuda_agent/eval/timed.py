@@ -139,13 +139,15 @@ def _clock_opt_ins(cfg: EvalConfig) -> list[str]:
     """The evaluator's clock's opt-ins in force (the flush is a GPU step): they name the baselines' bursts'
     cache key and the result's trusted_mode, since a burst's per-call time means something else under each."""
     return (["flush"] if cfg.clock_flush and cfg.device == "cuda" else []) + \
+        (["cold"] if cfg.clock_cold_digest and cfg.device == "cuda" else []) + \
         ([cfg.clock_digest] if cfg.clock_digest != "dense" else [])
 
 
 def _prepare(child: Child, res: EvalResult, cfg: EvalConfig, k: int, mode: str, graph: bool,
              verify: bool = False) -> P.PrepareReply:
-    flush = "flush" in _clock_opt_ins(cfg)
-    return ask(child, res, P.BurstPrepare(k, mode, graph, verify, flush, cfg.clock_digest), cfg.timing_timeout,
+    opts = _clock_opt_ins(cfg)
+    return ask(child, res, P.BurstPrepare(k, mode, graph, verify, "flush" in opts, cfg.clock_digest, "cold" in opts),
+               cfg.timing_timeout,
                "trusted_clock", P.PrepareReply)
 
 

@@ -63,7 +63,9 @@ What a candidate that fully controls its process can and cannot do:
   digest reads the output just written, mostly from L2, where the loop burst digests a stored
   output from DRAM, so a memory-bound call with a large output is credited that read. Honest
   candidates and liars alike; the milestone line moves by about 5 % of the credit, but the speedup
-  shown for such a kernel is too high until the loop digests as the calls do.
+  shown for such a kernel is too high until the loop digests as the calls do. The candidate cure,
+  `EvalConfig.clock_cold_digest` (L2 flushed between each call and its digest, on every side), is
+  off until a GPU has measured it (`scripts/gpu-session.sh X8`).
 - It can make its looks uneven: that widens tol (up to TOL_CAP), which only charges it more; it
   never moves its fastest look.
 - Remaining leaks, stated: (1) work the harness does inside the candidate's process (the draws
