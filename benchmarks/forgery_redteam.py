@@ -34,12 +34,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from cuda_agent.eval.config import clock_opt_ins  # --clock: EvalConfig's clock_* fields
+
 ROOT = Path(__file__).resolve().parents[1]
 FORGERY = ROOT / "tests" / "redteam" / "forgery"
 FACTORS = (0.95, 0.9, 0.85, 0.8, 0.7, 0.5, 0.2, 0.05)
 TASKS = {"relu_scale": "workspace", "linear_relu": "single_file"}
-CLOCK_OPT_INS = ("flush", "fresh", "rank1", "cold")  # --clock: EvalConfig.clock_flush, clock_fresh_baselines,
-# clock_digest, clock_cold_digest
 
 # Native code that reaches Python: the declaration takes the interpreter's symbol by an assembler
 # label, so no forbidden name appears; Python then rescales the harness's event timer.
@@ -94,10 +94,7 @@ def _evaluate(task: str, factor: float | None, how: str, root: str, task_file: s
 
     os.environ.pop("CUDA_AGENT_TEST_HIJACK", None)
     # --clock (through the environment, so that pool workers see it): the clock's opt-in settings
-    opts = set(os.environ.get("FORGERY_CLOCK", "").split(","))
-    cfg = EvalConfig(reuse_results=False, retry_unstable=0, clock_flush="flush" in opts,
-                     clock_fresh_baselines="fresh" in opts, clock_digest="rank1" if "rank1" in opts else "dense",
-                     clock_cold_digest="cold" in opts)
+    cfg = EvalConfig(reuse_results=False, retry_unstable=0, **clock_opt_ins(os.environ.get("FORGERY_CLOCK", "")))
     if how == "switch" and factor is not None:
         os.environ["CUDA_AGENT_TEST_HIJACK"] = f"fake_time={factor}"
         factor_files = None
@@ -173,8 +170,10 @@ def main() -> int:
                     "(EvalConfig.clock_flush), fresh (EvalConfig.clock_fresh_baselines), rank1 (EvalConfig.clock_digest), "
                     "cold (EvalConfig.clock_cold_digest)")
     args = ap.parse_args()
-    if bad := set(args.clock.split(",")) - set(CLOCK_OPT_INS) - {""}:
-        ap.error(f"unknown --clock opt-in(s) {', '.join(sorted(bad))}; choose from {', '.join(CLOCK_OPT_INS)}")
+    try:
+        clock_opt_ins(args.clock)
+    except ValueError as e:
+        ap.error(str(e))
     os.environ["FORGERY_CLOCK"] = args.clock
     factors = tuple(args.factors) if args.factors else (0.9, 0.8, 0.5) if args.quick else FACTORS
     runs = 1 if args.quick else args.runs

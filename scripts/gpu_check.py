@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from cuda_agent.eval import gpu_lock, pipeline, static_gate  # noqa: E402
 from cuda_agent.eval.api import evaluate_single_file, evaluate_workspace  # noqa: E402
-from cuda_agent.eval.config import EvalConfig  # noqa: E402
+from cuda_agent.eval.config import EvalConfig, clock_opt_ins  # noqa: E402
 from cuda_agent.eval.result import EvalResult  # noqa: E402
 from cuda_agent.task import Task  # noqa: E402
 from cuda_agent.task.suites import example_dirs  # noqa: E402
@@ -196,16 +196,12 @@ def _hack_worker(case: str, dest: str) -> tuple[dict, float, str]:
     return r, time.monotonic() - t0, note
 
 
-CLOCK_OPT_INS = {"flush": "clock_flush", "fresh": "clock_fresh_baselines", "cold": "clock_cold_digest"}
-
-
 def example_config(clock: str = "") -> EvalConfig:
     """The examples' config: the defaults, with the named opt-ins of the evaluator's clock turned on."""
-    opts = {o for o in clock.split(",") if o}
-    if bad := opts - set(CLOCK_OPT_INS) - {"rank1"}:
-        raise SystemExit(f"gpu_check: unknown --clock opt-in(s) {', '.join(sorted(bad))}")
-    return EvalConfig(**{CLOCK_OPT_INS[o]: True for o in opts if o in CLOCK_OPT_INS},
-                      clock_digest="rank1" if "rank1" in opts else "dense")
+    try:
+        return EvalConfig(**clock_opt_ins(clock))  # type: ignore[arg-type]
+    except ValueError as e:
+        raise SystemExit(f"gpu_check: {e}") from None
 
 
 def _example_worker(task: str, solution: str, dest: str, clock: str = "") -> tuple[dict, float]:

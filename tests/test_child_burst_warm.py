@@ -5,6 +5,7 @@ Its effect (the first burst no slower than the second) is a GPU figure: benchmar
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from cuda_agent.eval.child_burst import warm_digest_path
@@ -22,15 +23,27 @@ def test_warm_digest_path_leaves_the_default_generator_alone():
     assert torch.equal(torch.rand(4), a)
 
 
-def test_a_flushing_burst_flushes_before_every_call_and_digests_the_same():
-    """EvalConfig.clock_flush: each call of a burst follows an L2 flush (the flush buffer written), as
-    the event timing's calls do; the draws and the digests are the same as without it."""
+def _burst_digests(fn, k: int, **plan: torch.Tensor | None) -> torch.Tensor:
+    """k calls of fn through child_burst._body on the CPU (64 standard-normal inputs each, seed 7), with
+    the Plan's extra buffers `plan` (flush=, cold=): the digests it wrote."""
     from types import SimpleNamespace
 
-    from cuda_agent.eval import protocol as P
     from cuda_agent.eval.child_burst import WIDTH, Plan, _body, _draw_weights, _weight_buffers
 
     st = SimpleNamespace(device=torch.device("cpu"), task=SimpleNamespace(get_inputs=lambda: [torch.randn(64)]))
+    torch.manual_seed(7)
+    burst = Plan(fn, k, [64], _weight_buffers([64], st.device), **plan)
+    _draw_weights(burst.weights)
+    out = torch.full((k, WIDTH), float("nan"))
+    _body(st, burst, out)  # type: ignore[arg-type]
+    return out
+
+
+def test_a_flushing_burst_flushes_before_every_call_and_digests_the_same():
+    """EvalConfig.clock_flush: each call of a burst follows an L2 flush (the flush buffer written), as
+    the event timing's calls do; the draws and the digests are the same as without it."""
+    from cuda_agent.eval import protocol as P
+
     seen: list[bool] = []
 
     def run(flush: torch.Tensor | None) -> torch.Tensor:
@@ -39,12 +52,7 @@ def test_a_flushing_burst_flushes_before_every_call_and_digests_the_same():
                 seen.append(bool((flush == 0).all()))
                 flush.fill_(1.0)  # what the call leaves in the cache, for the next flush to clear
             return torch.relu(x) * 1.5
-        torch.manual_seed(7)
-        plan = Plan(fn, 5, [64], _weight_buffers([64], st.device), flush=flush)
-        _draw_weights(plan.weights)
-        out = torch.full((5, WIDTH), float("nan"))
-        _body(st, plan, out)  # type: ignore[arg-type]
-        return out
+        return _burst_digests(fn, 5, flush=flush)
 
     plain = run(None)
     flushed = run(torch.ones(32))
@@ -59,14 +67,10 @@ def test_a_cold_digest_burst_flushes_between_each_call_and_its_digest():
     that evicts the output from L2, so the digest reads it from memory as the loop's does); the digests
     are the same as without it. The opt-in travels in BurstPrepare, and names the bursts' cache key and
     trusted_mode on a GPU only (the flush is a GPU step)."""
-    from types import SimpleNamespace
-
     from cuda_agent.eval import protocol as P
-    from cuda_agent.eval.child_burst import WIDTH, Plan, _body, _draw_weights, _weight_buffers
     from cuda_agent.eval.config import EvalConfig
     from cuda_agent.eval.timed import _clock_opt_ins
 
-    st = SimpleNamespace(device=torch.device("cpu"), task=SimpleNamespace(get_inputs=lambda: [torch.randn(64)]))
     flushed_since_last_call: list[bool] = []
 
     def run(cold: torch.Tensor | None) -> torch.Tensor:
@@ -76,11 +80,7 @@ def test_a_cold_digest_burst_flushes_between_each_call_and_its_digest():
                 cold.fill_(1.0)  # what the call leaves in the cache
             return torch.relu(x) * 1.5
 
-        torch.manual_seed(7)
-        plan = Plan(fn, 4, [64], _weight_buffers([64], st.device), cold=cold)
-        _draw_weights(plan.weights)
-        out = torch.full((4, WIDTH), float("nan"))
-        _body(st, plan, out)  # type: ignore[arg-type]
+        out = _burst_digests(fn, 4, cold=cold)
         if cold is not None:
             assert bool((cold == 0).all())  # the last call's output was followed by the flush
         return out
@@ -95,3 +95,16 @@ def test_a_cold_digest_burst_flushes_between_each_call_and_its_digest():
     assert "cold" in _clock_opt_ins(EvalConfig(device="cuda", clock_cold_digest=True))
     assert "cold" not in _clock_opt_ins(EvalConfig(device="cpu", clock_cold_digest=True))
     assert "cold" not in _clock_opt_ins(EvalConfig(device="cuda"))
+
+
+def test_the_clocks_opt_ins_by_name():
+    """`--clock` of the benchmarks and gpu_check: each short name turns on its EvalConfig field, none
+    leaves the defaults, and a name that is not an opt-in is an error that names it."""
+    from cuda_agent.eval.config import CLOCK_OPT_INS, EvalConfig, clock_opt_ins
+
+    assert EvalConfig(**clock_opt_ins("")) == EvalConfig()  # type: ignore[arg-type]
+    cfg = EvalConfig(**clock_opt_ins(",".join(CLOCK_OPT_INS)))  # type: ignore[arg-type]
+    assert cfg.clock_flush and cfg.clock_fresh_baselines and cfg.clock_digest == "rank1" and cfg.clock_cold_digest
+    assert clock_opt_ins("cold") == {**clock_opt_ins(""), "clock_cold_digest": True}
+    with pytest.raises(ValueError, match="flsh"):
+        clock_opt_ins("cold,flsh")

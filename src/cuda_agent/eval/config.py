@@ -102,3 +102,18 @@ class EvalConfig:
     # Re-run an evaluation whose timing stayed unstable (EvalResult.unstable) this many times and keep
     # the steadiest; bench and the agent's tools set 1, a one-shot `cuda-agent eval` shows it as is.
     retry_unstable: int = 0
+
+
+# The evaluator's clock's opt-ins by short name, as the benchmarks' and gpu_check's `--clock` take them.
+CLOCK_OPT_INS = ("flush", "fresh", "rank1", "cold")
+
+
+def clock_opt_ins(names: str) -> dict[str, bool | str]:
+    """EvalConfig's fields for the clock's opt-ins named comma-separated ("" for none): flush ->
+    clock_flush, fresh -> clock_fresh_baselines, rank1 -> clock_digest="rank1", cold -> clock_cold_digest.
+    A name not among CLOCK_OPT_INS is a ValueError that names it."""
+    opts = {o for o in names.split(",") if o}
+    if bad := opts - set(CLOCK_OPT_INS):
+        raise ValueError(f"unknown --clock opt-in(s) {', '.join(sorted(bad))}; choose from {', '.join(CLOCK_OPT_INS)}")
+    return {"clock_flush": "flush" in opts, "clock_fresh_baselines": "fresh" in opts,
+            "clock_digest": "rank1" if "rank1" in opts else "dense", "clock_cold_digest": "cold" in opts}

@@ -198,10 +198,10 @@ class Side:
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # "ok" (the events stand) | "unconfirmed" (the clock's time counts) | "forged" (rejected)
-    time_ms: float  # the candidate's time that counts: the events' when they agree, else the clock's
+    kind: str  # the claim against the clock: "ok" (within tol) | "unconfirmed" (beyond it) | "forged" (rejected)
+    time_ms: float  # the candidate's time that counts, whatever the kind: equiv_ms charged the largest tol
     equiv_ms: float  # the clock's time on the events' scale (max over baselines of x * net_c / net_X)
-    tol: dict[str, float]  # per baseline: how much better than the clock a claim may be and stand
+    tol: dict[str, float]  # per baseline: the clock's measured noise (its charge; a claim beyond it is flagged)
     flagged: bool  # the claim is FORGED_WARN or more times faster than the clock
     resolved: bool  # every tolerance below TOL_CAP: the clock resolves this kernel to its noise
     message: str
