@@ -146,10 +146,10 @@ case "${1:-}" in
           --only diag_matmul matmul_sum_scale embedding_bag_sum --clock "$c" 2>&1 | quiet | grep '^\[' | cut -c1-300
         cp "$OUT/gpu_check.json" "$OUT/x8-examples-$(echo "${c:-none}" | tr , -).json" 2>/dev/null
       done
-      for c in cold flush,cold; do
-        echo "== relu_scale, clock opt-ins: $c"
-        timeout 75 python3 benchmarks/forgery_redteam.py --tasks relu_scale --honest 3 --runs 1 --factors 0.9 \
-          --no-static --shared 0 --clock "$c" --out "$OUT/x8-relu-$(echo "$c" | tr , -).json" 2>&1 | quiet | grep -v '^{' | tail -5
+      for c in "" cold flush,cold; do
+        echo "== relu_scale, clock opt-ins: ${c:-none}"
+        timeout 70 python3 benchmarks/forgery_redteam.py --tasks relu_scale --honest 3 --runs 1 --factors 0.9 \
+          --no-static --shared 0 --clock "$c" --out "$OUT/x8-relu-$(echo "${c:-none}" | tr , -).json" 2>&1 | quiet | grep -v '^{' | tail -5
       done ;;
   *) echo "usage: scripts/gpu-session.sh A|B|C|D|E|F|G|H|I|J|J2|S|K1|K2|L|M|N|O|Q|R|V|K3|P|X1|X2|X3|X4|X5|X7|X8" >&2; exit 2 ;;
 esac
