@@ -29,4 +29,4 @@ case "${1:-}" in
        "docs/measurements.md maps mode '${1:-}' to its nearest name" >&2; exit 2 ;;
 esac
 echo "scripts/gpu-session.sh $1 is deprecated; running: python3 -m benchmarks ${names[*]}" >&2
-exec python3 -m benchmarks "${names[@]}"
+exec python3 -m benchmarks "${names[@]}" "${@:2}"  # further arguments (--dry-run, --out DIR) pass through
