@@ -69,14 +69,19 @@ def run_step(argv: list[str], env: dict[str, str], timeout_s: float, log: Path, 
             echo(f"  could not start: {e}")
             return {"rc": None, "timed_out": False, "seconds": 0.0, "lines": [f"could not start: {e}"]}
 
+        done = threading.Event()  # set once the step is over: what a leftover daemon prints is dropped
+
         def read() -> None:
             assert p.stdout is not None
-            for line in p.stdout:
-                f.write(line)
-                f.flush()
-                lines.append(line.rstrip("\n"))
-                if not QUIET.search(line):
-                    echo("  " + line.rstrip("\n")[:400])
+            with contextlib.suppress(ValueError):  # the log closed under a late line
+                for line in p.stdout:
+                    if done.is_set():
+                        break
+                    f.write(line)
+                    f.flush()
+                    lines.append(line.rstrip("\n"))
+                    if not QUIET.search(line):
+                        echo("  " + line.rstrip("\n")[:400])
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
@@ -95,6 +100,7 @@ def run_step(argv: list[str], env: dict[str, str], timeout_s: float, log: Path, 
                     continue
         # a process that left the group (a daemon) may hold the pipe open: read what came, then go on
         reader.join(timeout=5.0)
+        done.set()
         seconds = time.monotonic() - t0
         if timed_out:
             f.write(f"\n[runner] killed after {timeout_s:.0f} s (its limit)\n")
@@ -161,10 +167,13 @@ def pack(stage: Path, out: Path) -> list[str]:
         with tarfile.open(tmp, "w:gz") as tar:
             for p in files:
                 rel = p.relative_to(stage).as_posix()
-                if p.is_symlink() or p.stat().st_size > limit and p.name not in ("summary.json", "result.json"):
-                    left.append(f"{rel} ({'a link' if p.is_symlink() else f'{p.stat().st_size} bytes'})")
-                    continue
-                tar.add(p, arcname=rel, recursive=False)
+                try:
+                    if p.is_symlink() or p.stat().st_size > limit and p.name not in ("summary.json", "result.json"):
+                        left.append(f"{rel} ({'a link' if p.is_symlink() else f'{p.stat().st_size} bytes'})")
+                        continue
+                    tar.add(p, arcname=rel, recursive=False)
+                except OSError as e:  # gone or unreadable (a process the step left behind)
+                    left.append(f"{rel} ({type(e).__name__})")
         if tmp.stat().st_size <= ARCHIVE_MAX:
             break
     tmp.replace(out / ARCHIVE)
