@@ -5,8 +5,8 @@
 #   - TRL's GRPO stack, for scripts/rl_gpu_smoke.py (docs/training.md, stage 3).
 # With --rl DIR instead: verl 0.9.1, Ray (repacked without its Java jars) and what they need that the GPU
 # image lacks, for scripts/gpu_issue29.sh, into DIR (carry it; under 60 MiB, checked): scripts/rl_carry.py.
-# Wheels for CPython 3.12 on x86_64 Linux, the GPU machine's Python. scripts/gpu-session.sh and
-# rl_gpu_smoke.py unpack them where packages already installed there win.
+# Wheels for CPython 3.12 on x86_64 Linux, the GPU machine's Python. `python3 -m benchmarks` (benchmarks/runner.py)
+# and rl_gpu_smoke.py unpack them where packages already installed there win.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--rl" ]; then

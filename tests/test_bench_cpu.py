@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from cuda_agent.bench.report import build_report, write_report
+from cuda_agent.bench.report import build_report
+from cuda_agent.bench.report_files import write_report
 from cuda_agent.bench.runner import find_solution, run_bench
 from cuda_agent.cli.main import main
 from cuda_agent.eval.config import EvalConfig

@@ -21,7 +21,8 @@ from conftest import ROOT, can_mount_read_only, run_read_only
 
 from cuda_agent.agent.trajectory import TrajectoryWriter
 from cuda_agent.bench.environment import describe
-from cuda_agent.bench.report import build_report, write_report
+from cuda_agent.bench.report import build_report
+from cuda_agent.bench.report_files import write_report
 from cuda_agent.bench.store import ResultStore
 from cuda_agent.bench.view import make_server
 from cuda_agent.eval.config import EvalConfig

@@ -9,11 +9,9 @@ commit, evaluator settings; `bench.environment`). Denominators: every task the b
 except the ones no machine could score yet (status no_gpu or env_error: "not scored", shown
 as such and re-run by the next bench); an unfinished task or one that hit a harness error
 counts as failed, and the notes say how many there are.
-`write_report(report, out_dir)` writes report.md (`report_text`, which also has the terminal
-table), report.html (`report_html`: header, tables,
-SVG figures, a sortable and filterable task table) and report/<task>.html pages (kernels,
-build log, findings, checks, timing, the agent's episode turn by turn; `report_pages`);
-`cuda-agent view` serves the same pages live.
+`report_files.write_report(report, out_dir)` writes the files drawn from a `Report` (report.md,
+report.html, report/<task>.html); the renderers import this module, never the reverse, so the
+data does not depend on its views. `cuda-agent view` serves the same pages live.
 Not guaranteed: a stable layout of the HTML or Markdown; parse results.sqlite, not them.
 """
 
@@ -218,22 +216,3 @@ def header_facts(rep: Report) -> list[tuple[str, str]]:
         ("reward", (settings or {}).get("reward", "-")),
         ("evaluations", f"{rep.n_evaluations} stored, {rep.n_cached} answered by the evaluator's result cache"),
     ]
-
-
-def write_report(rep: Report, out_dir: str | Path | None = None) -> tuple[Path, Path]:
-    """report.md, report.html and report/<task>.html pages in `out_dir` (default: the run dir)."""
-    from cuda_agent.bench.report_html import html_page
-    from cuda_agent.bench.report_pages import episode_page, task_page
-    from cuda_agent.bench.report_text import markdown
-
-    out = Path(out_dir) if out_dir is not None else rep.run_dir
-    out.mkdir(parents=True, exist_ok=True)
-    md, page = out / "report.md", out / "report.html"
-    md.write_text(markdown(rep))
-    (out / "report").mkdir(exist_ok=True)
-    for r in rep.tasks.values():
-        (out / r.page).write_text(task_page(rep, r))
-        if r.episode is not None:
-            (out / r.page.replace(".html", ".episode.html")).write_text(episode_page(r.episode, back=f"{Path(r.page).name}"))
-    page.write_text(html_page(rep))
-    return md, page

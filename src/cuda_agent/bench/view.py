@@ -5,7 +5,7 @@ Contract: `make_server(run_dir, port)` returns a `ThreadingHTTPServer` bound to 
 - `/` redirects to `/report.html` for a bench run dir (results.sqlite), or to `/episode.html`
   for one `cuda-agent optimize` run dir (trajectory.jsonl);
 - `/report.html`, `/report/<task>.html`, `/report/<task>.episode.html`: the pages that
-  `write_report` writes (same links), rendered from results.sqlite and the episode files at
+  `report_files.write_report` writes (same links), rendered from results.sqlite and the episode files at
   request time, so a bench or an episode in progress shows its latest state on reload;
 - `/episode.html`: the optimize run's episode.
 Everything else is 404. Request paths are matched against the run's task names, never joined

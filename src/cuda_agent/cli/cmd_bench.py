@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from cuda_agent.bench.report import build_report, notes, write_report
+    from cuda_agent.bench.report import build_report, notes
+    from cuda_agent.bench.report_files import write_report
     from cuda_agent.bench.report_text import rich_table
     from cuda_agent.bench.runner import run_bench
     from cuda_agent.bench.store import ResultStore

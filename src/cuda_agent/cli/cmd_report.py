@@ -2,7 +2,7 @@
 
 Prints the table (per level or source, then overall: pass, faster than eager, faster than
 compile, geomean vs eager, geomean vs compile) and notes (not scored, unfinished, errors),
-and writes report.md, report.html and report/<task>.html (`cuda_agent.bench.report`) into
+and writes report.md, report.html and report/<task>.html (`cuda_agent.bench.report_files`) into
 RUN_DIR, or into --out DIR. Reads the run without writing to it, so a read-only run dir
 works with --no-files or --out. Exit 0; 2 with one line on stderr when RUN_DIR holds no run,
 its database is damaged, or the report cannot be written.
@@ -28,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from cuda_agent.bench.report import build_report, notes, write_report
+    from cuda_agent.bench.report import build_report, notes
+    from cuda_agent.bench.report_files import write_report
     from cuda_agent.bench.report_text import rich_table
 
     if not Path(args.run_dir).is_dir():

@@ -8,7 +8,8 @@ function, checks prompt + response length against the rollout's model length,
 and renders the stage's initial prompt with the model's own tokenizer to prove
 it fits `rollout.prompt_length`. `check_sft(cfg)` converts model, engine,
 optimiser, checkpoint and profiler sections (what verl's SFT trainer does first)
-and imports the dataset class. Both raise on the first problem.
+and imports the dataset class. Both raise `ConfigError` (defined here, re-exported by
+rl.config, so the validation does not import the composer that calls it) on the first problem.
 Not guaranteed: anything that needs GPUs (memory, parallel layouts).
 """
 
@@ -17,7 +18,10 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from cuda_agent.rl.config import ConfigError
+
+class ConfigError(ValueError):
+    """A stage config that verl would refuse, or that would silently misbehave."""
+
 
 _PROBE_TASK = '''import torch
 import torch.nn as nn

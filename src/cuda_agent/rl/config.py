@@ -33,6 +33,8 @@ from typing import Any
 
 import yaml
 
+# ConfigError is defined by rl.check (which raises it too) and imported from here by callers
+from cuda_agent.rl.check import ConfigError, check_ppo, check_sft
 from cuda_agent.rl.scoring import CPU_LANE
 
 STAGES = ("warmup", "sft", "vp", "ppo")
@@ -72,10 +74,6 @@ def cpu_overrides(stage: str, slots: int) -> list[str]:
     return out + ["actor_rollout_ref.actor.strategy=fsdp2", "critic.strategy=fsdp2", "actor_rollout_ref.ref.strategy=fsdp2","actor_rollout_ref.actor.use_torch_compile=false", "actor_rollout_ref.rollout.dtype=float32",
                   "actor_rollout_ref.rollout.free_cache_engine=false", "actor_rollout_ref.rollout.load_format=auto",
                   "actor_rollout_ref.rollout.agent.num_workers=1", "reward.num_workers=1"]
-
-
-class ConfigError(ValueError):
-    """A stage config that verl would refuse, or that would silently misbehave."""
 
 
 @dataclass
@@ -202,8 +200,6 @@ def write(stage: str, out: str | Path, **kw: Any) -> Path:
 
 
 def validate(cfg: Any, stage: str) -> None:
-    from cuda_agent.rl.check import check_ppo, check_sft
-
     try:
         (check_sft if stage == "sft" else check_ppo)(cfg, stage)
     except ConfigError:

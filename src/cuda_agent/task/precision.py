@@ -41,6 +41,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_agent.task.cache_dir import CacheDirError, cache_root
+
 PROBE = Path(__file__).with_name("dtype_probe.py")
 VERSION = "1"  # bump when the rule or the probe changes: the disk cache is keyed on it
 TIMEOUT_S = 120.0
@@ -190,8 +192,6 @@ def run_probe(source: str, timeout_s: float = TIMEOUT_S) -> tuple[dict | None, s
 
 def _disk_path(key: str) -> Path | None:
     from importlib import metadata
-
-    from cuda_agent.task.workspace import CacheDirError, cache_root  # workspace imports taskfile, which imports us
 
     try:
         torch_version = metadata.version("torch")

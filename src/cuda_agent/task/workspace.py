@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from cuda_agent.task.cache_dir import CacheDirError, cache_root  # noqa: F401 - callers import them from here
 from cuda_agent.task.taskfile import Task, TaskError
 
 TEMPLATE_FILES = ("binding.cpp", "binding_registry.h", "SKILL.md")
@@ -49,25 +50,6 @@ META = ".cuda-agent/task.json"
 # Files whose content reaches the build or the reference; SKILL.md and tools/
 # do not affect a result, so editing them is not reported.
 INTEGRITY_CHECKED = ("model.py", "binding.cpp", "binding_registry.h")
-
-
-class CacheDirError(OSError):
-    """The cache directory cannot be used (read-only, no space, damaged): the user's to fix."""
-
-
-def cache_root() -> Path:
-    base = os.environ.get("CUDA_AGENT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "cuda-agent"
-    )
-    p = Path(base)
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-        if not os.access(p, os.W_OK):
-            raise PermissionError(13, "not writable", str(p))
-    except OSError as e:
-        raise CacheDirError(e.errno, f"the cache directory {p} cannot be used ({e.strerror}); set CUDA_AGENT_CACHE "
-                            "to a writable directory") from None
-    return p
 
 
 def template_text(name: str) -> str:
