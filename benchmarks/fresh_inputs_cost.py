@@ -26,8 +26,8 @@ from pathlib import Path
 
 import torch
 
-from cuda_agent.eval.child_state import import_file, seed_all
-from cuda_agent.eval.timing import derive_seed, time_calls
+from cuda_agent.eval.child.state import import_file, seed_all
+from cuda_agent.eval.timing.events import derive_seed, time_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.cli.main import main
-from cuda_agent.eval.result import Severity
-from cuda_agent.eval.static_checks import (
+from cuda_agent.eval.checks.static_rules import (
     RULES,
     check_cpp,
     check_python,
@@ -21,6 +20,7 @@ from cuda_agent.eval.static_checks import (
     lex_cpp,
     rules_markdown,
 )
+from cuda_agent.eval.judge.result import Severity
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import copy_solution, init_workspace, read_agent_sources
 
@@ -117,7 +117,7 @@ def test_rule_table():
 def test_module_imports_only_stdlib_and_result():
     import sys
 
-    src = (REPO / "src/cuda_agent/eval/static_checks.py").read_text()
+    src = (REPO / "src/cuda_agent/eval/checks/static_rules.py").read_text()
     for node in ast.walk(ast.parse(src)):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -127,7 +127,7 @@ def test_module_imports_only_stdlib_and_result():
             continue
         for n in names:
             top = n.split(".")[0]
-            assert n == "cuda_agent.eval.result" or top == "__future__" or top in sys.stdlib_module_names, n
+            assert n == "cuda_agent.eval.judge.result" or top == "__future__" or top in sys.stdlib_module_names, n
 
 
 # --------------------------------------------------------------------------- Python rules
@@ -185,7 +185,7 @@ PY_CASES = [
     ("monkey-patch", model(OK_FORWARD, top="nn.Module.__call__ = lambda self, *a: None\n")),
     ("tensor-subclass", model(OK_FORWARD, top="class T(torch.Tensor):\n    pass\n")),
     ("tensor-subclass", model(OK_FORWARD, top="class D:\n    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n        return None\n")),
-    ("import-cuda-agent", model(OK_FORWARD, imports="import cuda_agent.eval.timing\n")),
+    ("import-cuda-agent", model(OK_FORWARD, imports="import cuda_agent.eval.timing.events\n")),
     ("lowered-precision", model("return cuda_extension.op(x.half(), y)")),
     ("lowered-precision", model("return cuda_extension.op(x.to(torch.bfloat16), y)")),
     ("lowered-precision", model(OK_FORWARD, top="torch.set_float32_matmul_precision('high')\n")),

@@ -42,24 +42,26 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.eval import baseline_set, gpu_lock, inline_build, timed, warm
 from cuda_agent.eval import gpu as gpu_mod
-from cuda_agent.eval import protocol as P
-from cuda_agent.eval import sanitize as sanitize_mod
-from cuda_agent.eval import trusted_time as tt
-from cuda_agent.eval.build import BuildResult, build
-from cuda_agent.eval.cache import KVCache
+from cuda_agent.eval.build import single_file as inline_build
+from cuda_agent.eval.build.env_check import classify as classify_environment
+from cuda_agent.eval.build.workspace import BuildResult, build
+from cuda_agent.eval.channel import children as warm
+from cuda_agent.eval.channel import messages as P
+from cuda_agent.eval.channel.children import child_dirs, child_env, log_dir
+from cuda_agent.eval.channel.exchange import Stop, compare_recv, compare_send, finish, guard, recv, send
+from cuda_agent.eval.channel.processes import Child, ChildFailure, failure
+from cuda_agent.eval.checks import sanitize as sanitize_mod
+from cuda_agent.eval.checks.gate import static_findings, workspace_findings
+from cuda_agent.eval.checks.speed_of_light import floor_ms as _sol_floor
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.env_check import classify as classify_environment
-from cuda_agent.eval.exchange import Stop, compare_recv, compare_send, finish, guard, recv, send
-from cuda_agent.eval.procs import Child, ChildFailure, failure
+from cuda_agent.eval.judge.cache import KVCache
+from cuda_agent.eval.judge.result import CheckRecord, EvalResult, Finding, Severity, Status
+from cuda_agent.eval.judge.result_key import result_key
+from cuda_agent.eval.judge.reward import clearly_faster, milestone_from
 from cuda_agent.eval.progress import phase as announce
-from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, Status
-from cuda_agent.eval.result_key import result_key
-from cuda_agent.eval.reward import clearly_faster, milestone_from
-from cuda_agent.eval.speed_of_light import floor_ms as _sol_floor
-from cuda_agent.eval.static_gate import static_findings, workspace_findings
-from cuda_agent.eval.warm import child_dirs, child_env, log_dir
+from cuda_agent.eval.timing import baseline_set, gpu_lock, timed
+from cuda_agent.eval.timing import clock as tt
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import cache_root, stage
 
@@ -72,8 +74,8 @@ def evaluator_fingerprint() -> str:
     only by the same evaluator that produced it."""
     h = hashlib.sha256(EVAL_VERSION.encode())
     pkg = Path(__file__).resolve().parents[1]
-    for p in sorted([*pkg.glob("eval/*.py"), *pkg.glob("task/*.py"), *pkg.glob("task/templates/*")]):
-        h.update(p.name.encode() + p.read_bytes())
+    for p in sorted([*pkg.glob("eval/**/*.py"), *pkg.glob("task/*.py"), *pkg.glob("task/templates/*")]):
+        h.update(p.relative_to(pkg).as_posix().encode() + p.read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -273,7 +275,7 @@ def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalR
 def _built_or_stop(b: BuildResult, cfg: EvalConfig, res: EvalResult, t0: float) -> None:
     res.phases_s["compile"] = round(time.monotonic() - t0, 3)
     res.log = b.log
-    if b.findings:  # the post-build symbol check (eval/symbols.py): a rejection, not a compile error
+    if b.findings:  # the post-build symbol check (eval/checks/symbols.py): a rejection, not a compile error
         res.findings.extend(b.findings)
         f = b.findings[0]
         raise finish(res, Status.REJECTED, f"rejected by rule {f.rule} ({f.file}): {f.message}", b.log)
