@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.eval.checks.static_rules import check_single_file, check_sources
+from cuda_agent.eval.checks.static import check_single_file, check_sources
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.judge.result import Severity, Status
 from cuda_agent.task import Task

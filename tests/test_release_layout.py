@@ -11,7 +11,7 @@ from conftest import FIXTURES
 
 from cuda_agent.cli.main import main
 from cuda_agent.eval.api import evaluate_workspace
-from cuda_agent.eval.checks.static_rules import check_sources
+from cuda_agent.eval.checks.static import check_sources
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.judge.result import Severity, Status
 from cuda_agent.task import Task

@@ -11,7 +11,7 @@ ones, so the evaluator and `check` judge a workspace the same way.
 
 from __future__ import annotations
 
-from cuda_agent.eval.checks import static_rules as static_checks
+from cuda_agent.eval.checks import static as static_checks
 from cuda_agent.eval.checks.solution_form import form_findings
 from cuda_agent.eval.judge.result import Finding, Severity
 from cuda_agent.task.workspace import Staged, template_text

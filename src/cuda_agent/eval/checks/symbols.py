@@ -57,7 +57,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cuda_agent.eval.build import workspace as build_mod
-from cuda_agent.eval.checks.static_rules import CUDA_API
+from cuda_agent.eval.checks.static_cpp_symbols import CUDA_API
 from cuda_agent.eval.judge.result import Finding, Severity
 
 RULE = "built-symbol"
