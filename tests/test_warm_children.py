@@ -86,13 +86,13 @@ def test_the_next_spare_starts_before_this_evaluation_checks(tmp_path, cache_env
     from cuda_agent.eval import pipeline
 
     seen: list[tuple[int, bool]] = []
-    real = pipeline._check_and_time
+    real = pipeline._load
 
     def spy(*args, **kwargs):
         seen.append((len(spawns), warm._slot.item is not None and warm._slot.item.alive()))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "_check_and_time", spy)
+    monkeypatch.setattr(pipeline, "_load", spy)
     cfg = cpu_cfg(spare_children=True, reuse_results=False)
     r = evaluate_workspace(make_ws(tmp_path), config=cfg)
     assert r.status is Status.OK, r.message + r.log
