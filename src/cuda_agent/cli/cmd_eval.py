@@ -101,7 +101,7 @@ def _start_children_early(cfg, task, phase: str, *, single_file: bool) -> None: 
     A one-shot `cuda-agent eval` otherwise starts them only once it has done both (about 2-3 s on an
     H200), and their own start-up (torch, CUDA, the op log's first use: 3-4 s) then sits on the critical
     path of every evaluation whose build is cached or quick (an edited single file: ~10 s in all).
-    Started here they are the evaluation's pair (`warm.pair_for` takes a spare of an equal spec); where
+    Started here they are the evaluation's pair (`channel.children.pair_for` takes a spare of an equal spec); where
     no GPU turns out to be usable they are killed at exit, unused. Only where the evaluation would start
     children anyway: a GPU device node exists and the phase needs them.
     """

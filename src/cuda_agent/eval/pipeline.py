@@ -24,7 +24,7 @@ Shape: `_attempt` is the whole evaluation as a sequence of phases over one typed
 (`_Evaluation`), read top to bottom: the static gate, the children, the reference queued, the build,
 "compiled" or no GPU, the candidate's load, correctness, "verified" or on, the candidate's timing, the
 baselines', the reward, the shape probe, the extra baselines. A phase returns the finished result where
-the evaluation ends; a failure deep inside one (an exchange, a check) ends it through `exchange.finish`,
+the evaluation ends; a failure deep inside one (an exchange, a check) ends it through `channel.exchange.finish`,
 which the step between phases turns into that return. Each step a phase calls (build, children,
 compare, timing, checks) lives in its own module.
 Single-file (load_inline) solutions are built here too when their load_inline
@@ -488,7 +488,7 @@ def sol_floor(moved: int, bw: float | None) -> float:
 
 
 def _book(res: EvalResult, phase: str, t0: float) -> None:
-    """Add the wall seconds since t0 to `phase` of the result (waits that `exchange.recv` does not book)."""
+    """Add the wall seconds since t0 to `phase` of the result (waits that `channel.exchange.recv` does not book)."""
     res.phases_s[phase] = round(res.phases_s.get(phase, 0.0) + time.monotonic() - t0, 3)
 
 
@@ -553,7 +553,7 @@ def _verified(res: EvalResult, chk: CheckRecord, i: int) -> None:
 def _shape_probe(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, cand_rec: P.OutputRecord | str,
                  grow: P.Run, max_bytes: int) -> None:
     """Hardcoded shapes: the candidate must match the reference on one input set whose batch-like
-    dimension is doubled (`child.grow_inputs`). Skipped, with a note, when the reference itself
+    dimension is doubled (`child.state.grow_inputs`). Skipped, with a note, when the reference itself
     cannot run such inputs (its shapes are fixed by the task)."""
     t0 = time.monotonic()
     why = failure(ref.request(dataclasses.replace(grow, keep=True, out_dir=None), cfg.correctness_timeout))

@@ -8,8 +8,8 @@ builds the same extension with the evaluator's split, content-cached build: the 
 (declarations plus the generated bindings, against torch's headers) and the CUDA unit (nvcc)
 compile in parallel, each object cached by its text and flags, so an unchanged file links from
 the cache and an edit of the CUDA string recompiles that unit only. The candidate child's
-`load_inline` then returns the prebuilt module for a call of that name (`child.cmd_setup`).
-Every unit's object passes the post-build symbol check (`symbols.check`, layout "single_file")
+`load_inline` then returns the prebuilt module for a call of that name (`child.main.cmd_setup`).
+Every unit's object passes the post-build symbol check (`checks.symbols.check`, layout "single_file")
 before the link, as a workspace's do (`build`); a rejection is a failed `BuildResult` with findings.
 
 Contract: `find_calls(text)` returns one `InlineCall` per `load_inline(...)` call in the file
@@ -195,7 +195,7 @@ PCH_OPTIONAL = ("ATen/cuda/CUDAContext.h",)
 
 
 def split_reason(call: InlineCall) -> str | None:
-    """Why this call's CUDA text is built as one unit (None: it may be split, `inline_split`)."""
+    """Why this call's CUDA text is built as one unit (None: it may be split, `build/split.py`)."""
     if os.environ.get("CUDA_AGENT_INLINE_SPLIT", "1") == "0":
         return "CUDA_AGENT_INLINE_SPLIT=0"
     prev = ""
@@ -276,7 +276,7 @@ def _pch(cache_dir: Path, fingerprint: str, base: list[str], header: str, deadli
 def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, use_cache: bool = True,
                check_symbols: bool = True) -> BuildResult:
     """Compile the units in parallel (each cached by its text and command) and link `<name>.so`. The CUDA
-    text is split into a device and a host unit where it can be (`inline_split`); if either does not
+    text is split into a device and a host unit where it can be (`build/split.py`); if either does not
     build, the text is built as one unit as load_inline would."""
     from concurrent.futures import ThreadPoolExecutor
 

@@ -12,7 +12,7 @@ in its own process group, under one shared deadline. Failures come back as a
 `BuildResult` with the compiler's output, never as an exception.
 
 Before the link, every candidate object (all but the pristine binding.cpp's, cached ones
-too) goes through the post-build symbol check (`symbols.check`, milliseconds): an object
+too) goes through the post-build symbol check (`checks.symbols.check`, milliseconds): an object
 that references a Python-facing symbol the pristine binding does not need, the loader's
 lookup (dlsym, dl_iterate_phdr, ...), or defines a CUDA runtime function is not linked;
 the result is not ok, carries the REJECT findings in `findings` and names them in its log.
@@ -57,7 +57,7 @@ class BuildResult:
     cached: bool = False  # nothing was compiled or linked
     rebuilt: list[str] = field(default_factory=list)  # units compiled this time
     note: str = ""  # how it was built, where that is worth saying (a single file's CUDA text split or not)
-    # REJECT findings of the post-build symbol check (`symbols.check`): the objects compiled, but link to
+    # REJECT findings of the post-build symbol check (`checks.symbols.check`): the objects compiled, but link to
     # what a candidate may not reach; ok is False and nothing is linked
     findings: list[Finding] = field(default_factory=list)
 

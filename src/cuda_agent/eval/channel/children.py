@@ -148,7 +148,7 @@ CUDA_START_S = 60.0  # its CUDA start-up, under the GPU's shared lock (every tim
 def _go(pair: Pair, gpu_key: str, wait_s: float) -> None:
     """A spare's CUDA start-up, in a thread of the process that will use it. The children import
     torch on their own (CPU work) and say so; then, under a shared hold of the GPU's lock
-    (`gpu_lock.untimed`), they create their CUDA contexts and warm the digest path: never while
+    (`timing.gpu_lock.untimed`), they create their CUDA contexts and warm the digest path: never while
     an evaluation times on that GPU, and a timing that asks meanwhile waits for it to end. A spare
     started at an evaluation's beginning otherwise created its contexts during that evaluation's
     timed calls, or another pool slot's. (On the H200, 2026-12-04, 4 of 4 evaluations whose spare

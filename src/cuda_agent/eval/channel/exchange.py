@@ -1,6 +1,6 @@
 """The trusted parent's exchanges with its two children, and how each failure ends an evaluation.
 
-Contract: `send` / `recv` / `ask` carry typed `protocol` requests and replies and book the
+Contract: `send` / `recv` / `ask` carry typed `channel/messages.py` requests and replies and book the
 wait (and the child's own split of it) to a phase of the result. Whatever the candidate child
 does wrong ends the evaluation as a typed result through `Stop`: a timeout -> TIMEOUT, a death,
 a malformed reply or an exception in its handler -> RUNTIME_ERROR, each with reward -1 (the

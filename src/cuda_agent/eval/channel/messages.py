@@ -15,7 +15,7 @@ Contract:
   torch version are read by the parent.
 
 Not guaranteed: that the values in a well-formed reply are true. The parent checks outputs
-against the reference, bounds times with its own clock (`trusted_time`) and judges the guard
+against the reference, bounds times with its own clock (`timing/clock.py`) and judges the guard
 report; this module only guarantees their shape.
 
 Standard library and `result` only (the children import it before the candidate loads).
@@ -101,7 +101,7 @@ class Time:
 
 @dataclass(frozen=True)
 class BurstPrepare:
-    """Make a side's burst of k calls ready before any clocked request (`child_burst.cmd_prepare`): its
+    """Make a side's burst of k calls ready before any clocked request (`child.burst.cmd_prepare`): its
     outputs' sizes and, with `graph` on a GPU, a CUDA graph of the k calls. mode "model": the model as
     loaded; "compiled" (reference): torch.compile of it, warmed up by `Warm`; "loop" (reference): no
     model, the outputs `Warm` kept (the draws and digests alone); "draws" (reference): the inputs
@@ -125,7 +125,7 @@ class BurstPrepare:
 class Burst:
     """k x replays back-to-back calls of a prepared side on the sequence of the secret `salt` (the
     digest weights, then the task's input sets), each output reduced to digests on the device
-    (`trusted_time`). The parent clocks the request."""
+    (`timing/clock.py`). The parent clocks the request."""
 
     salt: int
     k: int

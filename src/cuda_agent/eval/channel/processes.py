@@ -7,8 +7,8 @@ Contract:
   a bounded tail.
 - `Child` is one spawned Python process speaking newline-delimited JSON over
   two pipes the parent created (never its stdout, which goes to a log file).
-  `request(req)` sends a typed `protocol` request and returns the typed reply
-  (`protocol.parse_reply`: exact keys, types, ranges), or a `ChildFailure` for
+  `request(req)` sends a typed `channel/messages.py` request and returns the typed reply
+  (`channel.messages.parse_reply`: exact keys, types, ranges), or a `ChildFailure` for
   a timeout, a death or a malformed reply (`send` then `receive` is the same in
   two steps, so a command can run while the parent waits on another child); an
   `ErrorReply` is the child's own exception. After any failure or error the
@@ -17,7 +17,7 @@ Contract:
   namespace and rlimit wrapper); the pipes pass through it unchanged.
   `module` runs another child module with the same protocol (task synthesis's
   filter child, `cuda_agent.synth.check_child`).
-- `Child.share` (an evaluation's `gpu_lock.Share`, or None): entered when a
+- `Child.share` (an evaluation's `timing.gpu_lock.Share`, or None): entered when a
   request is sent, left when its reply, or the child's failure or kill, comes:
   the GPU is held shared exactly while this child has work in flight.
 - `scrubbed_env` builds the child's environment from the sandbox's allow-list
@@ -123,7 +123,7 @@ class Child:
         self._rfd, self._wfd = c2p_r, p2c_w
         self._buf = b""
         self.dead = False
-        # the evaluation's `gpu_lock.Share`: entered per request sent, left per reply or failure
+        # the evaluation's `timing.gpu_lock.Share`: entered per request sent, left per reply or failure
         self.share: Any = None
         self._inflight: collections.deque[Any] = collections.deque()  # per request sent, oldest first: its share or None
 
@@ -180,7 +180,7 @@ class Child:
             return self._fail("protocol", f"{self.role} sent a malformed reply: {e}"[:600])
 
     def receive_raw(self, timeout: float, cmd: str) -> dict[str, Any] | ChildFailure:
-        """The next line as a dict, not validated: a reply outside `protocol` (a spare's start-up
+        """The next line as a dict, not validated: a reply outside `channel/messages.py` (a spare's start-up
         stages, eval.channel.children) or of a child `module` with its own protocol."""
         return self._receive_raw(timeout, cmd)
 

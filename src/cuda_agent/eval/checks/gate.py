@@ -2,7 +2,7 @@
 
 Contract: `static_findings` returns the findings of the static rules for the
 agent-written sources (workspace form) or for one single-file solution, led by
-the shape checks of `solution_form` (what is not a solution at all: empty,
+the shape checks of `checks/solution_form.py` (what is not a solution at all: empty,
 binary, unparseable, no ModelNew, a task file, no kernels; the untouched template with kernels is a warning).
 `workspace_findings` adds the integrity findings of staging (a modified
 protected file rejects; a missing pristine copy is only noted) to the static

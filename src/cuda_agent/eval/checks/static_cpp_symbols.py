@@ -4,7 +4,7 @@ Contract: `_check_asm` and `_check_symbol_binding` add `symbol-rename` / `runtim
 asm labels on declarations, symbol attributes and pragmas, assembler outside function bodies, symbol
 directives in asm strings, interposing extern "C" definitions and run-time symbol lookups (see `static.py`).
 `CUDA_API` is the CUDA runtime's and driver's function families, shared with the built-object check
-(`symbols.py`).
+(`checks/symbols.py`).
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ itself holds enough (PyObject_GetAttrString, PyObject_SetAttrString, PyCMethod_N
 that knows what it is doing, and code can find any function at run time from an address it already has
 (reading the in-memory ELF image of the library behind an allowlisted symbol, with no lookup call at
 all). This check and the static rules only raise the cost; the closure is a time the candidate's process
-never touches (issue 28 item 1, `trusted_time.py`). Single-file solutions whose load_inline arguments are
-not static are built inside the candidate child (`inline_build`), where no check of the parent's runs.
+never touches (issue 28 item 1, `timing/clock.py`). Single-file solutions whose load_inline arguments are
+not static are built inside the candidate child (`build/single_file.py`), where no check of the parent's runs.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The evaluator's clock's commands in an evaluation child: prepared bursts, bursts, digests (`trusted_time`).
+"""The evaluator's clock's commands in an evaluation child: prepared bursts, bursts, digests (`timing/clock.py`).
 
 Contract: a burst's sequence, for a secret salt, is fixed: seed the default generators once with
 the salt; draw each output's digest weights (a (DIGESTS_PER_OUTPUT, numel) standard-normal
@@ -23,7 +23,7 @@ sequence, so a task whose draws are not graph-safe (CPU generator, numpy) is fou
 candidate is judged by it.
 
 Not guaranteed: anything once candidate code runs in the process: the parent checks sampled
-digests against the reference and judges the clock's times (`trusted_time`).
+digests against the reference and judges the clock's times (`timing/clock.py`).
 """
 
 from __future__ import annotations

@@ -1,28 +1,28 @@
 """Evaluation child: runs one model, the candidate or the reference, for the parent.
 
-Started by `procs.Child` as `python -m cuda_agent.eval.child.main --role R --fd-in A
+Started by `channel.processes.Child` as `python -m cuda_agent.eval.child.main --role R --fd-in A
 --fd-out B`. It reads JSON commands from fd A and writes one JSON reply per
-command to fd B, both in the typed shapes of `protocol`; tensors travel
-through files at paths the parent computes (`protocol.output_path`,
-`tensorfile`). Commands: `setup` (load the task, build Model under a seed;
+command to fd B, both in the typed shapes of `channel/messages.py`; tensors travel
+through files at paths the parent computes (`channel.messages.output_path`,
+`channel/tensorfile.py`). Commands: `setup` (load the task, build Model under a seed;
 for the candidate also load the built extension and ModelNew, copying
 Model's state_dict into it), `run` (outputs for given input seeds, with
 outputs poisoned before each call and inputs checked unchanged after it),
-`time` (per-call device timing, `timing.time_calls`, with fresh inputs per
+`time` (per-call device timing, `timing.events.time_calls`, with fresh inputs per
 timed call when the parent sends `fresh_seed`), `compare` (reference role:
 check a candidate's output file against outputs kept on the device, so large
 outputs never cross to the parent), `controls` (reference role: negative
 controls for `lint-task`), `bandwidth` (a device copy, for the speed-of-light
 flag), `prepare` (a side's burst made ready, untimed: on a GPU a CUDA graph of
 its k calls), `burst` (back-to-back calls on fresh inputs, each output reduced to a
-digest under secret weights; the parent clocks it: `trusted_time`),
+digest under secret weights; the parent clocks it: `timing/clock.py`),
 `digests` (reference role: the same digests of the reference's outputs),
 `warm` (reference role: compile and call once before a baseline's burst);
-those four live in `child_burst`, the state and input draws they share in
-`child_state`.
+those four live in `child/burst.py`, the state and input draws they share in
+`child/state.py`.
 `exit`. The reference reads and removes output files only inside the
 candidate's io dir it was given at setup (`peer_io`), never through a link. With `guard` at setup (candidate role), `run` and `time` also
-report the runtime defences of `runtime_checks`: the ATen ops executed in the
+report the runtime defences of `child/guards.py`: the ATen ops executed in the
 forward (correctness runs and one untimed call on a fresh timing input) and
 threads that outlived a call.
 
@@ -36,7 +36,7 @@ read this process's memory and fds; the parent treats every reply from the
 candidate role as untrusted data.
 
 Test-only: `CUDA_AGENT_TEST_HIJACK` (set in the parent's environment, passed
-to the children by `warm.child_env`) makes this harness act, in the
+to the children by `channel.children.child_env`) makes this harness act, in the
 candidate role, as a harness that candidate code had rewritten: it lets the
 red-team corpus test the parent's defences on their own where the static
 rules would stop the real hijack first (`_hijack`).
@@ -87,7 +87,7 @@ from cuda_agent.eval.timing.events import derive_seed, make_clock, time_calls
 
 
 def _serve_prebuilt(prebuilt: dict[str, str]) -> None:
-    """`load_inline` returns the module the parent built (`inline_build`) for a call of that name and
+    """`load_inline` returns the module the parent built (`build/single_file.py`) for a call of that name and
     builds any other as before; set before the solution is imported, so its own import sees it."""
     import torch.utils.cpp_extension as ext
 

@@ -14,7 +14,7 @@
 Contract: imports only the standard library and torch (and the evaluator's child_state helpers)
 before the candidate is loaded; any exception becomes {"ok": false, "error": ...} in FILE and exit
 status 1. What it writes is untrusted (candidate code ran in this process): the parent reads it as
-data, bounded and typed (`expert_profile`), and it never reaches a reward.
+data, bounded and typed (`profile/expert.py`), and it never reaches a reward.
 
 Not guaranteed: the inputs are one set from a fixed public seed (the profile is a diagnostic for the
 agent, not a measurement the reward trusts); a candidate that behaves differently when profiled is

@@ -5,7 +5,7 @@ Contract: `EvalResult` is plain data (JSON round-trips through `to_dict` /
 hang, produce wrong numbers, hack) is expressed here as a `Status` plus
 `Finding`s, never as an exception. The reward is not stored separately from
 the evidence: it is computed from `correct` and the three times by
-`reward.milestone_reward`.
+`judge.reward.milestone_reward`.
 
 Not guaranteed: times are `None` whenever they were not measured (no GPU,
 candidate failed before timing); consumers must check.

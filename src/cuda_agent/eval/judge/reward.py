@@ -30,7 +30,7 @@ def milestone_reward(correct: bool, t: float, t_eager: float, t_compile: float) 
 
 def milestone_from(faster_eager: bool, faster_compile: bool) -> int:
     """The reward of a correct candidate from its milestones (the evaluator may withdraw one that its
-    own clock does not confirm: `trusted_time`)."""
+    own clock does not confirm: `timing/clock.py`)."""
     if faster_eager and faster_compile:
         return 3
     if faster_eager:

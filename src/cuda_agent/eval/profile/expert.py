@@ -2,11 +2,11 @@
 
 Contract: `profile_workspace(workdir, settings=...)` stages and builds the workspace as the evaluator
 does (the build is a cache hit after an evaluation), then, within `settings.timeout_s` in all:
-1. the compiler's report (`profile_resources`: registers, spills, stack, static shared memory), on
+1. the compiler's report (`profile/resources.py`: registers, spills, stack, static shared memory), on
    any machine with nvcc;
-2. on a CUDA GPU, the GPU's ceilings (`profile_roofline`), measured once per GPU model by
+2. on a CUDA GPU, the GPU's ceilings (`profile/roofline.py`), measured once per GPU model by
    `profile_child ceilings` in the sandbox and cached under `$CUDA_AGENT_CACHE/profile/`;
-3. the candidate's kernels under Nsight Compute (`profile_ncu`: `--clock-control none`, the clocks
+3. the candidate's kernels under Nsight Compute (`profile/ncu.py`: `--clock-control none`, the clocks
    are never touched; one input set, warm-up outside the profiled range) in the sandbox, holding the
    GPU's timing lock exclusively (ncu replays kernels: nothing else may run beside it). A metric this
    ncu does not know makes it retry once with the core list;

@@ -2,7 +2,7 @@
 
 Contract:
 - `Ceilings`: the device-copy bandwidth (bytes/s: a large tensor copied, read + write counted) and
-  the GEMM rate (FLOP/s) per dtype, as `profile_child`'s `ceilings` mode measures them in the sandbox
+  the GEMM rate (FLOP/s) per dtype, as `child/profiling.py`'s `ceilings` mode measures them in the sandbox
   on the evaluated GPU. Measured, not a spec sheet: the ceiling is what this machine's own best
   library code reaches, which is the honest bar for a candidate on it.
 - `load(gpu_name, root)` / `store(c, root)`: a JSON file per GPU model under `root`

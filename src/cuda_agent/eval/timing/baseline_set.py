@@ -10,7 +10,7 @@ Contract:
   reward's), "max-autotune" (torch.compile mode="max-autotune-no-cudagraphs"), "cuda-graph" (eager
   replayed from a CUDA graph). `parse("eager,compile,max-autotune")` checks a user's list (eager and
   compile are always in it: the reward needs them) and raises ValueError with the accepted names.
-- The child's timing mode of each extra baseline is `CHILD_MODE[name]` (`child_burst.compiled_or_model`).
+- The child's timing mode of each extra baseline is `CHILD_MODE[name]` (`child.burst.compiled_or_model`).
 - `times(result)`: every baseline time the result carries (eager_ms, compile_ms, then
   `EvalResult.baselines_ms`); `speedups(result)`: baseline time / candidate time per name;
   `best(result)`: the fastest baseline (name, ms); `speedup_vs_best(result)`. Pure functions of

@@ -6,9 +6,9 @@ its critical path. `cuda-agent baselines SUITE` pays it up front, spread over th
 
 Contract: `precompute(task, cfg)` starts one reference child (our harness and the task only, as
 in an evaluation), times eager and torch.compile with the same request an evaluation sends
-(`timed.time_request` without outputs) and their trusted-clock bursts, under the GPU's timing
+(`timing.timed.time_request` without outputs) and their trusted-clock bursts, under the GPU's timing
 lock, and stores them under the very keys an evaluation with `cfg` looks up
-(`timed.baseline_key`, `timed.burst_baselines`). A task already cached costs one lookup.
+(`timing.timed.baseline_key`, `timing.timed.burst_baselines`). A task already cached costs one lookup.
 Returns a `BaselineRecord`; a task that fails to run is a record with `error`, never an
 exception.
 

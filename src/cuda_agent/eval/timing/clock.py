@@ -1,6 +1,6 @@
 """The reward's time: the evaluator's own clock, and how the candidate's own figure is judged by it.
 
-Why: the candidate's process measures its device time with CUDA events (`timing.py`), and code
+Why: the candidate's process measures its device time with CUDA events (`timing/events.py`), and code
 in that process (native code that reaches Python, or that redirects the CUDA runtime's event
 timer through the dynamic linker's tables, with no forbidden name in its source) can make those
 events say anything. Events are precise but the candidate's to forge; the parent's clock is
@@ -82,7 +82,7 @@ What a candidate that fully controls its process can and cannot do:
   gain from that. (4) Another process loading the GPU during a burst (timed sections are
   exclusive per GPU among evaluations).
 
-Pure functions of numbers; the requests live in `timed` and `child_burst`. Standard library only.
+Pure functions of numbers; the requests live in `timing/timed.py` and `child/burst.py`. Standard library only.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 its timed outputs, the trusted bound, the baselines and the speed-of-light flag.
 
 Contract (called by `pipeline` in this order, with the candidate already correct):
-1. `time_candidate`: per-call device timing in the candidate child (`timing.time_calls`), the
+1. `time_candidate`: per-call device timing in the candidate child (`timing.events.time_calls`), the
    parent picking which fresh-input calls keep their outputs; the side-stream re-timing.
-2. `burst_candidate`: the candidate's back-to-back bursts on the parent's clock (`trusted_time`),
+2. `burst_candidate`: the candidate's back-to-back bursts on the parent's clock (`timing/clock.py`),
    prepared (a CUDA graph on a GPU) then clocked, while nothing else runs on the GPU;
    `check_burst_outputs`: sampled digests vs the reference.
 3. `timed_references` + `check_timed_outputs`: the reference's outputs for the checked timed
@@ -14,12 +14,12 @@ Contract (called by `pipeline` in this order, with the candidate already correct
 4. `baselines`: eager and torch.compile of the reference (cached per task, GPU, torch,
    precision and timing settings), after the candidate's process is gone; `burst_baselines`:
    theirs and the loop's bursts (cached beside them).
-5. `trusted_verdict`: the time that counts (`trusted_time.judge`); a forged time is rejected.
+5. `trusted_verdict`: the time that counts (`timing.clock.judge`); a forged time is rejected.
 6. `speed_of_light`: the bytes floor (`bandwidth` also feeds the verdict's floor).
-Every candidate failure ends the evaluation through `exchange.finish`.
+Every candidate failure ends the evaluation through `channel.exchange.finish`.
 
 Not guaranteed: stable GPU clocks, or that another process leaves the GPU alone (see
-`timing` and `trusted_time`).
+`timing/events.py` and `timing/clock.py`).
 """
 
 from __future__ import annotations
@@ -314,7 +314,7 @@ def burst_baselines(ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int,
 
 def trusted_verdict(res: EvalResult, cfg: EvalConfig, rec: BurstRecord, base: BaselineLooks | None,
                     floor: float) -> tt.Verdict:
-    """The time that counts (`trusted_time.judge`), recorded in the result; a forged time ends the
+    """The time that counts (`timing.clock.judge`), recorded in the result; a forged time ends the
     evaluation (rejected). Without like-for-like baselines no milestone is confirmed."""
     assert res.timing is not None and res.eager_timing is not None
     claim = res.timing.median_ms
