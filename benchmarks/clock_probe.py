@@ -68,7 +68,7 @@ def _child(conn) -> None:
                         x = torch.randn(n, device="cuda")
                         torch.mv(w, fn(x), out=dig[i])
             except Exception as e:  # noqa: BLE001
-                from cuda_agent.eval.child_burst import reset_generators
+                from cuda_agent.eval.child.burst import reset_generators
 
                 reset_generators()
                 torch.cuda.synchronize()
@@ -108,7 +108,7 @@ def _child(conn) -> None:
         elif op == "events":
             n, mode = msg["n"], msg["mode"]
             fn = graphs[(n, mode)][2]
-            from cuda_agent.eval.timing import time_calls
+            from cuda_agent.eval.timing.events import time_calls
 
             sets = [[torch.randn(n, device="cuda")] for _ in range(2)]
             stats, _ = time_calls(fn, sets, n_warmup=5, n_timed=50, max_cv=0.05, max_rounds=3, spread="p10p90")

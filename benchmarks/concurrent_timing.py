@@ -3,7 +3,7 @@
 Each evaluation is a separate `cuda-agent eval ... --json --fresh` process, as a user's
 `xargs -P` loop would start them; they share the machine's caches, so only the first computes
 the baselines and the rest find them cached, as in real use. The timed sections hold the GPU's
-lock (`eval.gpu_lock`), so the figures should not move: the table shows, per run, the reward,
+lock (`eval.timing.gpu_lock`), so the figures should not move: the table shows, per run, the reward,
 the speedup over torch.compile, the candidate's spread and how long it waited for the GPU, and
 last the largest difference from the lone run (issue 13's target: at most 2 %, same reward).
 

@@ -28,10 +28,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from cuda_agent.eval import exchange, procs, timed, warm
 from cuda_agent.eval.api import evaluate_workspace
+from cuda_agent.eval.channel import children as warm
+from cuda_agent.eval.channel import exchange
+from cuda_agent.eval.channel import processes as procs
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.gpu import detect
+from cuda_agent.eval.timing import timed
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import copy_solution, init_workspace
 

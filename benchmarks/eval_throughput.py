@@ -71,10 +71,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from cuda_agent.eval import warm  # noqa: E402
+from cuda_agent.eval.channel import children as warm  # noqa: E402
+from cuda_agent.eval.checks.gate import workspace_findings  # noqa: E402
 from cuda_agent.eval.config import EvalConfig  # noqa: E402
-from cuda_agent.eval.result import EvalResult  # noqa: E402
-from cuda_agent.eval.static_gate import workspace_findings  # noqa: E402
+from cuda_agent.eval.judge.result import EvalResult  # noqa: E402
 from cuda_agent.pool.local import EvalJob, LocalPool, run_job, visible_gpus  # noqa: E402
 from cuda_agent.task import Task  # noqa: E402
 from cuda_agent.task.suites import example_dirs  # noqa: E402

@@ -11,7 +11,7 @@ torch.compile and the candidate afresh). Prints the figures and a table last;
 writes JSON under $OUT.
 
 `--think S`: the edits are evaluated as the agent's tools do (spare children,
-eval.warm) with S idle seconds before each edit, untimed: the model's turn.
+eval.channel.children) with S idle seconds before each edit, untimed: the model's turn.
 With the default 0 the edits follow each other at once and the spare has no
 head start, so the figure is the back-to-back worst case.
 
@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from cuda_agent.eval import warm as warm_mod  # noqa: E402
 from cuda_agent.eval.api import evaluate_workspace  # noqa: E402
+from cuda_agent.eval.channel import children as warm_mod  # noqa: E402
 from cuda_agent.eval.config import EvalConfig  # noqa: E402
 from cuda_agent.task import Task  # noqa: E402
 from cuda_agent.task.suites import example_dirs  # noqa: E402

@@ -8,7 +8,7 @@ once first (warm-up, as in a session), then:
 - serial: the jobs one after another in this process (one GPU);
 - pool: the same number of new candidates submitted at once to LocalPool
   (one worker per visible GPU + CPU compile farm running ahead; its GPU
-  slots keep spare children warming for their next job, eval.warm, which
+  slots keep spare children warming for their next job, eval.channel.children, which
   the serial mode, like a one-shot `cuda-agent eval`, does not);
 - cache hit: the pool's candidates submitted again (result cache), and one
   direct run_job of a cached candidate.

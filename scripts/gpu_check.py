@@ -41,10 +41,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from cuda_agent.eval import gpu_lock, pipeline, static_gate  # noqa: E402
+from cuda_agent.eval import pipeline  # noqa: E402
 from cuda_agent.eval.api import evaluate_single_file, evaluate_workspace  # noqa: E402
+from cuda_agent.eval.checks import gate as static_gate  # noqa: E402
 from cuda_agent.eval.config import EvalConfig, clock_opt_ins  # noqa: E402
-from cuda_agent.eval.result import EvalResult  # noqa: E402
+from cuda_agent.eval.judge.result import EvalResult  # noqa: E402
+from cuda_agent.eval.timing import gpu_lock  # noqa: E402
 from cuda_agent.task import Task  # noqa: E402
 from cuda_agent.task.suites import example_dirs  # noqa: E402
 from cuda_agent.task.workspace import copy_solution, init_workspace  # noqa: E402
@@ -177,7 +179,7 @@ def _hack_worker(case: str, dest: str) -> tuple[dict, float, str]:
     expect = json.loads((Path(case) / "EXPECT.json").read_text())
     switch = expect.get("hijack")
     victim, planted = Path(dest + "_victim.bin"), Path(dest + "_planted.txt")
-    if switch:  # the harness in the candidate process acts as a rewritten one (eval/child.py)
+    if switch:  # the harness in the candidate process acts as a rewritten one (eval/child/main.py)
         victim.write_bytes(b"precious")
         planted.unlink(missing_ok=True)
         os.environ["CUDA_AGENT_TEST_HIJACK"] = switch.format(victim=victim, planted=planted, lockdir=gpu_lock.lock_dir())
@@ -417,7 +419,7 @@ def main() -> int:
         # starts the spare) not counted; the children's start-up, and with it the op log's first use, then
         # leaves the critical path. Back to back (gap 0) every other evaluation waited for a spare still
         # starting (H200, 2026-12-04: 0.6-1.0 s of reference.setup or load in the 2nd and 4th of each mode)
-        from cuda_agent.eval import warm
+        from cuda_agent.eval.channel import children as warm
 
         for mode, kw in (("on+spares", {}), ("off+spares", off)):
             for k in range(a.overhead + 1):

@@ -27,8 +27,8 @@ EXAMPLES = (("gelu_chain", "memory-bound"), ("linear_bias_relu", "GEMM"))
 
 
 def main() -> int:
-    from cuda_agent.eval.expert_profile import ProfileSettings, profile_workspace
-    from cuda_agent.eval.profile_ncu import find_ncu
+    from cuda_agent.eval.profile.expert import ProfileSettings, profile_workspace
+    from cuda_agent.eval.profile.ncu import find_ncu
     from cuda_agent.task.taskfile import Task
     from cuda_agent.task.workspace import cache_root, copy_solution, init_workspace
 
@@ -60,7 +60,7 @@ def main() -> int:
         lines_b = [ln for ln in evb.stdout.splitlines() if ln.startswith("{")]
         resb = json.loads(lines_b[-1]) if lines_b else {"status": f"no JSON (exit {evb.returncode}): {evb.stderr[-300:]}"}
         (out / f"{name}.eval_all_baselines.json").write_text(json.dumps(resb, indent=1))
-        from cuda_agent.eval import baseline_set
+        from cuda_agent.eval.timing import baseline_set
 
         best = baseline_set.best(resb)
         speed_rows.append((name, resb.get("status"), resb.get("reward"), resb.get("time_ms"),

@@ -9,7 +9,7 @@ from concurrent.futures import Future
 from types import SimpleNamespace
 from typing import Any
 
-from cuda_agent.eval.result import EvalResult, Status
+from cuda_agent.eval.judge.result import EvalResult, Status
 
 TASK = '''import torch
 import torch.nn as nn

@@ -15,7 +15,7 @@ from cuda_agent.agent.context import ELIDED
 from cuda_agent.agent.loop import AgentConfig, run_episode
 from cuda_agent.agent.trajectory import FORMAT, load_trajectory
 from cuda_agent.cli.main import main
-from cuda_agent.eval.result import EvalResult, Status
+from cuda_agent.eval.judge.result import EvalResult, Status
 from cuda_agent.llm.client import ChatClient, ClientConfig
 from cuda_agent.task.taskfile import Task
 

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from cuda_agent.env.toolbox import Toolbox, check_arguments
-from cuda_agent.eval.result import EvalResult, Status
+from cuda_agent.eval.judge.result import EvalResult, Status
 from cuda_agent.sandbox.shell import BashSession, isolation_level
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import init_workspace

@@ -11,9 +11,9 @@ import pytest
 from cuda_agent.bench.report import build_report
 from cuda_agent.bench.report_text import markdown
 from cuda_agent.bench.store import ResultStore
-from cuda_agent.eval import baseline_set as bs
-from cuda_agent.eval.render import result_text
-from cuda_agent.eval.result import EvalResult, Status
+from cuda_agent.eval.judge.render import result_text
+from cuda_agent.eval.judge.result import EvalResult, Status
+from cuda_agent.eval.timing import baseline_set as bs
 
 
 def _res(t: float, te: float, tc: float, extra: dict[str, float] | None = None, correct: bool = True) -> EvalResult:

@@ -14,7 +14,7 @@ from cuda_agent.agent.loop import AgentConfig
 from cuda_agent.bench.report import build_report
 from cuda_agent.bench.runner import AgentSpec, run_bench
 from cuda_agent.bench.store import ResultStore
-from cuda_agent.eval.result import EvalResult, Status
+from cuda_agent.eval.judge.result import EvalResult, Status
 from cuda_agent.llm.client import ChatClient, ClientConfig
 from cuda_agent.task.suites import load_suite
 

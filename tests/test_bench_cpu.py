@@ -167,7 +167,7 @@ def test_pool_gates_a_rejected_candidate_on_the_farm(tmp_path, cache_env):
 
 def test_two_pool_slots_share_one_device_and_both_evaluate(tmp_path, cache_env):
     """per_gpu: two slots on one device (the CPU lane's "cpu" lock key), evaluations in both at once,
-    each correct and timed; the timed sections take turns (eval.gpu_lock, tested there)."""
+    each correct and timed; the timed sections take turns (eval.timing.gpu_lock, tested there)."""
     from cuda_agent.task import Task
     from cuda_agent.task.workspace import init_workspace
 

@@ -16,7 +16,7 @@ from cuda_agent.bench.report import build_report
 from cuda_agent.bench.report_text import rich_table
 from cuda_agent.bench.store import ResultStore
 from cuda_agent.cli.main import main
-from cuda_agent.eval.result import EvalResult, Status
+from cuda_agent.eval.judge.result import EvalResult, Status
 
 LANE = FIXTURES / "cpu_lane"
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import FIXTURES
 
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.result import Status
+from cuda_agent.eval.judge.result import Status
 from cuda_agent.pool.jobs import EvalJob, portable
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import init_workspace

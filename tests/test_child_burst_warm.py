@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cuda_agent.eval.child_burst import warm_digest_path
+from cuda_agent.eval.child.burst import warm_digest_path
 
 
 def test_warm_digest_path_leaves_the_default_generator_alone():
@@ -28,7 +28,7 @@ def _burst_digests(fn, k: int, **plan: torch.Tensor | None) -> torch.Tensor:
     the Plan's extra buffers `plan` (flush=, cold=): the digests it wrote."""
     from types import SimpleNamespace
 
-    from cuda_agent.eval.child_burst import WIDTH, Plan, _body, _draw_weights, _weight_buffers
+    from cuda_agent.eval.child.burst import WIDTH, Plan, _body, _draw_weights, _weight_buffers
 
     st = SimpleNamespace(device=torch.device("cpu"), task=SimpleNamespace(get_inputs=lambda: [torch.randn(64)]))
     torch.manual_seed(7)
@@ -42,7 +42,7 @@ def _burst_digests(fn, k: int, **plan: torch.Tensor | None) -> torch.Tensor:
 def test_a_flushing_burst_flushes_before_every_call_and_digests_the_same():
     """EvalConfig.clock_flush: each call of a burst follows an L2 flush (the flush buffer written), as
     the event timing's calls do; the draws and the digests are the same as without it."""
-    from cuda_agent.eval import protocol as P
+    from cuda_agent.eval.channel import messages as P
 
     seen: list[bool] = []
 
@@ -67,9 +67,9 @@ def test_a_cold_digest_burst_flushes_between_each_call_and_its_digest():
     that evicts the output from L2, so the digest reads it from memory as the loop's does); the digests
     are the same as without it. The opt-in travels in BurstPrepare, and names the bursts' cache key and
     trusted_mode on a GPU only (the flush is a GPU step)."""
-    from cuda_agent.eval import protocol as P
+    from cuda_agent.eval.channel import messages as P
     from cuda_agent.eval.config import EvalConfig
-    from cuda_agent.eval.timed import _clock_opt_ins
+    from cuda_agent.eval.timing.timed import _clock_opt_ins
 
     flushed_since_last_call: list[bool] = []
 

@@ -14,8 +14,9 @@ import pytest
 
 from cuda_agent.cli import cmd_eval
 from cuda_agent.cli.main import main
-from cuda_agent.eval import api, warm
+from cuda_agent.eval import api
 from cuda_agent.eval import gpu as gpu_mod
+from cuda_agent.eval.channel import children as warm
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.task.taskfile import Task
 

@@ -195,8 +195,8 @@ def test_bad_arguments_are_refused_by_the_verb(argv, needle, capsys):
 
 
 def test_compile_phase_does_not_claim_a_verdict(tmp_path):
-    from cuda_agent.eval.render import result_text
-    from cuda_agent.eval.result import EvalResult, Status
+    from cuda_agent.eval.judge.render import result_text
+    from cuda_agent.eval.judge.result import EvalResult, Status
 
     text = result_text(EvalResult(status=Status.OK, reward=None, correct=False, message="compiled"))
     assert "correct: not checked" in text and "correct: False" not in text

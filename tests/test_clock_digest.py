@@ -17,9 +17,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from cuda_agent.eval import protocol as P
-from cuda_agent.eval import trusted_time as tt
-from cuda_agent.eval.child_burst import (
+from cuda_agent.eval.channel import messages as P
+from cuda_agent.eval.child.burst import (
     DIGESTS_PER_OUTPUT,
     RANK1_MIN,
     WIDTH,
@@ -33,6 +32,7 @@ from cuda_agent.eval.child_burst import (
     _weight_buffers,
     rank1_width,
 )
+from cuda_agent.eval.timing import clock as tt
 
 N = 300 * 256 + 123  # 150 rows of 512 and a tail of 123
 W = rank1_width(N)
@@ -154,7 +154,7 @@ def test_the_clocks_opt_ins_run_end_to_end_on_the_cpu_lane(tmp_path, cache_env):
 
     from cuda_agent.eval.api import evaluate_workspace
     from cuda_agent.eval.config import EvalConfig
-    from cuda_agent.eval.result import Status
+    from cuda_agent.eval.judge.result import Status
     from cuda_agent.task import Task
     from cuda_agent.task.workspace import init_workspace
 

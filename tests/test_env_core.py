@@ -11,7 +11,7 @@ import pytest
 
 from cuda_agent.env.core import EnvConfig, Environment
 from cuda_agent.env.toolbox import tool_schemas
-from cuda_agent.eval.result import EvalResult, Status
+from cuda_agent.eval.judge.result import EvalResult, Status
 from cuda_agent.llm.textcalls import ToolCall, parse_text_calls
 from cuda_agent.sandbox.shell import BashSession
 from cuda_agent.task.taskfile import Task

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from cuda_agent.eval import build as build_mod
-from cuda_agent.eval import env_check
 from cuda_agent.eval.api import evaluate_workspace
+from cuda_agent.eval.build import env_check
+from cuda_agent.eval.build import workspace as build_mod
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.result import EvalResult, Status
+from cuda_agent.eval.judge.result import EvalResult, Status
 from cuda_agent.pool.jobs import GATE_STATUSES
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import copy_solution, init_workspace

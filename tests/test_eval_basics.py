@@ -14,10 +14,10 @@ import torch
 from conftest import FIXTURES, ROOT
 
 from cuda_agent.cli.main import main
-from cuda_agent.eval.build import build
-from cuda_agent.eval.compare import compare_outputs
-from cuda_agent.eval.result import EvalResult, Status
-from cuda_agent.eval.reward import milestone_reward
+from cuda_agent.eval.build.workspace import build
+from cuda_agent.eval.judge.compare import compare_outputs
+from cuda_agent.eval.judge.result import EvalResult, Status
+from cuda_agent.eval.judge.reward import milestone_reward
 from cuda_agent.task import Task, TaskError
 from cuda_agent.task.workspace import init_workspace, stage
 
@@ -174,7 +174,7 @@ def test_compile_that_never_ends_is_killed(tmp_path, cache_env, monkeypatch):
     fake.mkdir()
     (fake / "nvcc").write_text("#!/bin/sh\nsleep 600 & sleep 600\n")  # a child too: the group must die
     (fake / "nvcc").chmod(0o755)
-    from cuda_agent.eval import build as build_mod
+    from cuda_agent.eval.build import workspace as build_mod
 
     monkeypatch.setattr(build_mod, "toolchain", lambda arch: build_mod.Toolchain(
         nvcc=str(fake / "nvcc"), cxx=str(fake / "nvcc"), cuda_home="", include_dirs=(), lib_dirs=(),
@@ -238,7 +238,7 @@ def test_result_json_round_trip():
 
 
 def test_calls_per_round_grows_for_short_calls_and_is_capped():
-    from cuda_agent.eval.timing import MAX_TIMED, calls_per_round
+    from cuda_agent.eval.timing.events import MAX_TIMED, calls_per_round
 
     assert calls_per_round(50, 0.01) == 50  # 10 ms calls: the configured count
     assert calls_per_round(50, 30e-6) == MAX_TIMED  # 30 us calls: capped

@@ -16,7 +16,7 @@ import pytest
 from test_runtime_defences import cpu_cfg, hostile_ws, no_static_gate  # noqa: F401
 
 from cuda_agent.eval.api import evaluate_workspace
-from cuda_agent.eval.result import Status
+from cuda_agent.eval.judge.result import Status
 from cuda_agent.sandbox import box as sandbox
 
 needs_sandbox = pytest.mark.skipif(sandbox.probe("cpu")[0] != (), reason=f"full sandbox unavailable: {sandbox.probe('cpu')}")

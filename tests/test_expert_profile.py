@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.eval import expert_profile as ep
-from cuda_agent.eval import profile_ncu as ncu
-from cuda_agent.eval import profile_resources
-from cuda_agent.eval import profile_roofline as roof
-from cuda_agent.eval.profile_resources import ResourceReport, compile_report, ptxas_report, short_name
+from cuda_agent.eval.profile import expert as ep
+from cuda_agent.eval.profile import ncu
+from cuda_agent.eval.profile import resources as profile_resources
+from cuda_agent.eval.profile import roofline as roof
+from cuda_agent.eval.profile.resources import ResourceReport, compile_report, ptxas_report, short_name
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 RAW = (FIX / "ncu" / "raw_page.csv").read_text()
@@ -193,7 +193,7 @@ def test_compiler_report_without_nvcc_or_kernels_says_so(tmp_path):
 
 
 def test_ptxas_and_cuobjdump_formats():
-    from cuda_agent.eval.profile_resources import cuobjdump_report
+    from cuda_agent.eval.profile.resources import cuobjdump_report
 
     old = ("ptxas info    : Compiling entry function '_Z1kPf' for 'sm_80'\nptxas info    : Function properties for _Z1kPf\n"
            "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
@@ -258,13 +258,13 @@ def test_no_gpu_gives_the_compiler_report_and_says_why(workspace, monkeypatch):
 
 
 def _fake_gpu(monkeypatch, tmp_path):
-    from cuda_agent.eval.build import BuildResult
+    from cuda_agent.eval.build.workspace import BuildResult
     from cuda_agent.eval.gpu import GPU
 
     monkeypatch.setattr("cuda_agent.eval.gpu.detect", lambda: GPU("NVIDIA Stand-in", "9.0", "GPU-standin"))
     so = tmp_path / "cuda_extension.so"
     so.write_bytes(b"")
-    monkeypatch.setattr("cuda_agent.eval.build.build", lambda *a, **k: BuildResult(True, so))
+    monkeypatch.setattr("cuda_agent.eval.build.workspace.build", lambda *a, **k: BuildResult(True, so))
     monkeypatch.setattr(ep, "CHILD", [str(FIX / "profile" / "stand_in_child.py")])
     monkeypatch.setenv("CUDA_AGENT_LOCK_DIR", str(tmp_path / "locks"))
 
@@ -331,7 +331,7 @@ def test_a_failing_child_is_a_line(workspace, monkeypatch, tmp_path):
 
 def test_profile_child_without_a_gpu_writes_a_failure(tmp_path):
     out = tmp_path / "r.json"
-    r = subprocess.run([sys.executable, "-m", "cuda_agent.eval.profile_child", "ceilings", "--out", str(out)],
+    r = subprocess.run([sys.executable, "-m", "cuda_agent.eval.child.profiling", "ceilings", "--out", str(out)],
                        capture_output=True, text=True, timeout=120)
     if r.returncode == 0:
         pytest.skip("a CUDA device is visible here")
@@ -345,7 +345,7 @@ def test_profile_child_without_a_gpu_writes_a_failure(tmp_path):
 
 def test_profile_tool_appends_the_expert_text_only_when_correct(tmp_path):
     from cuda_agent.env.toolbox import Toolbox
-    from cuda_agent.eval.result import EvalResult, Status
+    from cuda_agent.eval.judge.result import EvalResult, Status
 
     (tmp_path / "model_new.py").write_text("x = 1\n")
     seen = []

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from cuda_agent.eval.checks.static import check_single_file, check_sources
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.result import Severity, Status
-from cuda_agent.eval.static_checks import check_single_file, check_sources
+from cuda_agent.eval.judge.result import Severity, Status
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import init_workspace, read_agent_sources
 
@@ -57,8 +57,9 @@ def test_the_bar_fails_on_a_gained_milestone_an_unflagged_lie_or_a_forged_time_s
 def test_a_built_native_forger_is_rejected_by_the_symbol_check_alone(tmp_path, cache_env, monkeypatch):
     """With the static rules out of the way, the forger's object still references PyRun_SimpleString
     (the assembler label's target): the post-build check rejects it, naming the symbol."""
-    from cuda_agent.eval import pipeline, static_gate
+    from cuda_agent.eval import pipeline
     from cuda_agent.eval.api import evaluate_workspace
+    from cuda_agent.eval.checks import gate as static_gate
 
     if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
         pytest.skip("no nvcc")

@@ -12,15 +12,15 @@ import time
 import pytest
 from test_pipeline_cpu import cpu_cfg, make_ws
 
-from cuda_agent.eval import gpu_lock
 from cuda_agent.eval.api import evaluate_workspace
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.gpu import GPU
-from cuda_agent.eval.result import EvalResult, Status, TimingStats
-from cuda_agent.eval.timed import flag_unstable
+from cuda_agent.eval.judge.result import EvalResult, Status, TimingStats
+from cuda_agent.eval.timing import gpu_lock
+from cuda_agent.eval.timing.timed import flag_unstable
 
 HOLD = ("import sys,time\n"
-        "from cuda_agent.eval import gpu_lock\n"
+        "from cuda_agent.eval.timing import gpu_lock\n"
         "with gpu_lock.exclusive(sys.argv[1]) as h:\n"
         "    print('held', h.exclusive, flush=True)\n"
         "    time.sleep(60)\n")
@@ -85,7 +85,7 @@ def test_an_unstable_timing_is_flagged():
 
 @pytest.mark.slow
 def test_unstable_results_are_retried_flagged_and_not_cached(tmp_path, cache_env, locks, monkeypatch):
-    from cuda_agent.eval import timed
+    from cuda_agent.eval.timing import timed
 
     calls = []
 
@@ -136,7 +136,7 @@ def test_baselines_are_precomputed_into_the_evaluators_cache(tmp_path, cache_env
 # issue 16: evaluations share a GPU for their untimed work; a timing runs alone
 
 MODE = ("import sys,time\n"
-        "from cuda_agent.eval import gpu_lock\n"
+        "from cuda_agent.eval.timing import gpu_lock\n"
         "ctx = gpu_lock.exclusive if sys.argv[2] == 'exclusive' else gpu_lock.untimed\n"
         "with ctx(sys.argv[1], float(sys.argv[4])) as h:\n"
         "    print('held', h.exclusive, flush=True)\n"
@@ -241,7 +241,7 @@ def test_torch_compiles_build_of_a_baseline_happens_before_the_gpu_is_held_alone
     where evaluations sharing the GPU would otherwise wait for it; its timing stays inside."""
     import contextlib
 
-    from cuda_agent.eval import timed
+    from cuda_agent.eval.timing import timed
 
     inside: list[bool] = [False]
     seen: list[tuple[bool, object]] = []
@@ -363,7 +363,7 @@ class _Depth:
 def test_a_child_books_each_request_to_the_share_it_was_sent_under(tmp_path):
     """Replies come in request order: the reply to a request sent before the share was attached
     must not let go of the hold of a later one; a killed child lets go of all it had."""
-    from cuda_agent.eval.procs import Child
+    from cuda_agent.eval.channel.processes import Child
 
     (tmp_path / "echo_child.py").write_text(ECHO)
     child = Child("reference", cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)}, log_path=tmp_path / "log",

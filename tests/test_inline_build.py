@@ -10,9 +10,9 @@ import pytest
 from conftest import FIXTURES
 from test_pipeline_cpu import cpu_cfg
 
-from cuda_agent.eval import inline_build
 from cuda_agent.eval.api import evaluate_single_file
-from cuda_agent.eval.result import Status
+from cuda_agent.eval.build import single_file as inline_build
+from cuda_agent.eval.judge.result import Status
 from cuda_agent.task import Task
 
 LANE = FIXTURES / "cpu_lane"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.eval import inline_build
-from cuda_agent.eval import inline_split as sp
+from cuda_agent.eval.build import single_file as inline_build
+from cuda_agent.eval.build import split as sp
 
 ROOT = Path(__file__).resolve().parents[1]
 DIAG = ROOT / "examples" / "diag_matmul" / "solution_inline.py"

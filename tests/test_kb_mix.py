@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from cuda_agent.eval.result import Severity
-from cuda_agent.eval.static_gate import static_findings, workspace_findings
+from cuda_agent.eval.checks.gate import static_findings, workspace_findings
+from cuda_agent.eval.judge.result import Severity
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import copy_solution, init_workspace, read_agent_sources, stage
 
@@ -187,7 +187,7 @@ def test_model_new_has_the_reference_constructor_and_parameters(task, monkeypatc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 @pytest.mark.parametrize("cand", CANDIDATES, ids=cid)
 def test_every_kernel_compiles_with_nvcc(cand, tmp_path):
-    from cuda_agent.eval.build import toolchain
+    from cuda_agent.eval.build.workspace import toolchain
 
     t, variant = cand
     d = MIX_DIR / t["dir"] / variant

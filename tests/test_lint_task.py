@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES
 
 from cuda_agent.cli.main import main
-from cuda_agent.eval.lint_task import lint_task
+from cuda_agent.eval.checks.lint_task import lint_task
 from cuda_agent.task import Task
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ import pytest
 from conftest import FIXTURES, ROOT
 
 from cuda_agent.cli.main import main
-from cuda_agent.eval.solution_form import RULE, form_findings
+from cuda_agent.eval.checks.solution_form import RULE, form_findings
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import init_workspace, template_text
 

@@ -15,7 +15,7 @@ from conftest import FIXTURES
 
 from cuda_agent.eval.api import evaluate_workspace
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.result import Status
+from cuda_agent.eval.judge.result import Status
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import init_workspace
 

@@ -11,9 +11,9 @@ from conftest import FIXTURES
 
 from cuda_agent.cli.main import main
 from cuda_agent.eval.api import evaluate_workspace
+from cuda_agent.eval.checks.static import check_sources
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.result import Severity, Status
-from cuda_agent.eval.static_checks import check_sources
+from cuda_agent.eval.judge.result import Severity, Status
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import is_release_layout, read_agent_sources, stage, template_text
 

@@ -26,7 +26,7 @@ from cuda_agent.bench.report_files import write_report
 from cuda_agent.bench.store import ResultStore
 from cuda_agent.bench.view import make_server
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, Status, TimingStats
+from cuda_agent.eval.judge.result import CheckRecord, EvalResult, Finding, Severity, Status, TimingStats
 
 CHROMIUM = Path("/usr/bin/chromium")
 # task -> (group, status, reward, candidate ms, eager ms, compile ms)

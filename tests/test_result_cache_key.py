@@ -11,8 +11,8 @@ from conftest import FIXTURES
 
 from cuda_agent.eval.api import evaluate_workspace
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.result import Finding, Severity, Status
-from cuda_agent.eval.result_key import NOT_DECIDING, result_key
+from cuda_agent.eval.judge.result import Finding, Severity, Status
+from cuda_agent.eval.judge.result_key import NOT_DECIDING, result_key
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import init_workspace
 

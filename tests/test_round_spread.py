@@ -4,9 +4,9 @@ TimingStats (no `spread`) falls back to its CV. time_calls' own rounds: tests/te
 
 from __future__ import annotations
 
-from cuda_agent.eval import timed
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.result import EvalResult, Status, TimingStats
+from cuda_agent.eval.judge.result import EvalResult, Status, TimingStats
+from cuda_agent.eval.timing import timed
 
 
 def _stats(cv: float, spread: float | None) -> TimingStats:
@@ -51,7 +51,7 @@ def test_requests_and_the_baselines_key_carry_the_choice():
 def test_the_result_text_leads_with_the_spread_that_decides():
     """One outlier call in a thousand puts the CV in the hundreds of percent on a timing whose median
     it did not move: the agent and the user see the p10-p90 spread first, and the CV beside it."""
-    from cuda_agent.eval.render import result_text
+    from cuda_agent.eval.judge.render import result_text
 
     r = EvalResult(status=Status.OK, reward=3, correct=True, time_ms=0.021, eager_ms=0.05, compile_ms=0.04,
                    timing=_stats(cv=6.0, spread=0.012))

@@ -14,13 +14,15 @@ import pytest
 import torch
 from conftest import FIXTURES
 
-from cuda_agent.eval import pipeline, static_gate
+from cuda_agent.eval import pipeline
 from cuda_agent.eval.api import evaluate_workspace
+from cuda_agent.eval.checks import gate as static_gate
+from cuda_agent.eval.checks.runtime import disallowed, runtime_findings
+from cuda_agent.eval.checks.speed_of_light import bandwidth_for, finding, floor_ms
+from cuda_agent.eval.child.guards import OpLog, new_threads, thread_ids
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.result import Severity, Status
-from cuda_agent.eval.runtime_checks import OpLog, disallowed, new_threads, runtime_findings, thread_ids
-from cuda_agent.eval.speed_of_light import bandwidth_for, finding, floor_ms
-from cuda_agent.eval.timing import PROBE_CALLS, derive_seed, side_stream_suspect, time_calls
+from cuda_agent.eval.judge.result import Severity, Status
+from cuda_agent.eval.timing.events import PROBE_CALLS, derive_seed, side_stream_suspect, time_calls
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import init_workspace
 
@@ -109,7 +111,7 @@ def test_fresh_inputs_give_every_timed_call_new_values_and_keep_checked_outputs(
     assert len(timed) == stats["n"] >= 20 and len(set(timed)) == len(timed)
     n = stats["n"]
     assert set(kept) == {0, n // 2, min(n - 1, int(0.99 * n))}  # the caller's picks, not the harness's
-    from cuda_agent.eval.timing import checked_calls
+    from cuda_agent.eval.timing.events import checked_calls
 
     assert checked_calls(10, [0.5, 0.51, 0.52]) == {5, 6, 7}  # colliding picks stay distinct
     assert checked_calls(2, [0.1, 0.2, 0.3]) == {0, 1}

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from test_pipeline_cpu import cpu_cfg, make_ws
 
-from cuda_agent.eval import sanitize
 from cuda_agent.eval.api import evaluate_workspace
-from cuda_agent.eval.result import Status
+from cuda_agent.eval.checks import sanitize
+from cuda_agent.eval.judge.result import Status
 
 MEMCHECK_BAD = """========= COMPUTE-SANITIZER
 ========= Invalid __global__ read of size 4 bytes
@@ -109,7 +109,7 @@ def test_lane_runs_the_candidate_under_the_tool_and_rejects_on_errors(tmp_path, 
 def test_grow_inputs_doubles_the_batch_like_dimension_only():
     import torch
 
-    from cuda_agent.eval.child import grow_inputs
+    from cuda_agent.eval.child.main import grow_inputs
 
     a = [torch.ones(3, 5), torch.ones(5, 2), torch.ones(3), 7]
     b = [torch.zeros(3, 5), torch.zeros(5, 2), torch.zeros(3), 9]
@@ -137,7 +137,7 @@ class _Ref:
         self.ok = ok
 
     def request(self, msg, timeout):
-        from cuda_agent.eval import protocol as P
+        from cuda_agent.eval.channel import messages as P
 
         return P.RunReply([P.OutputRecord([])]) if self.ok else P.ErrorReply("RuntimeError: mat1 and mat2 shapes cannot be multiplied")
 
@@ -152,13 +152,13 @@ def test_shape_probe_decides_only_when_the_reference_takes_the_doubled_set(ref_o
 
     from cuda_agent.eval import pipeline
     from cuda_agent.eval.config import EvalConfig
-    from cuda_agent.eval.result import EvalResult
+    from cuda_agent.eval.judge.result import EvalResult
     from cuda_agent.task import Task
 
     task = Task.from_file(FIXTURES / "cpu_lane" / "task.py")
     res = EvalResult(status=Status.OK, reward=3, correct=True)
-    from cuda_agent.eval import protocol as P
-    from cuda_agent.eval.exchange import Stop
+    from cuda_agent.eval.channel import messages as P
+    from cuda_agent.eval.channel.exchange import Stop
 
     grow = P.Run([1], "grow", out_dir="/nonexistent", grow_seed=2)
     if verdict == "failed":

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from cuda_agent.eval.child_state import seed_all
+from cuda_agent.eval.child.state import seed_all
 
 
 def draws(device: str) -> tuple[float, float, list[float]]:

@@ -11,16 +11,12 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.cli.main import main
-from cuda_agent.eval.result import Severity
-from cuda_agent.eval.static_checks import (
-    RULES,
-    check_cpp,
-    check_python,
-    check_single_file,
-    check_sources,
-    lex_cpp,
-    rules_markdown,
-)
+from cuda_agent.eval.checks.static import check_single_file, check_sources
+from cuda_agent.eval.checks.static_cpp import check_cpp
+from cuda_agent.eval.checks.static_cpp_lexer import lex_cpp
+from cuda_agent.eval.checks.static_python import check_python
+from cuda_agent.eval.checks.static_rules import RULES, rules_markdown
+from cuda_agent.eval.judge.result import Severity
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import copy_solution, init_workspace, read_agent_sources
 
@@ -117,17 +113,19 @@ def test_rule_table():
 def test_module_imports_only_stdlib_and_result():
     import sys
 
-    src = (REPO / "src/cuda_agent/eval/static_checks.py").read_text()
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""]
-        else:
-            continue
-        for n in names:
-            top = n.split(".")[0]
-            assert n == "cuda_agent.eval.result" or top == "__future__" or top in sys.stdlib_module_names, n
+    paths = sorted((REPO / "src/cuda_agent/eval/checks").glob("static*.py"))
+    own = {f"cuda_agent.eval.checks.{p.stem}" for p in paths}
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            for n in names:
+                top = n.split(".")[0]
+                assert n in own or n == "cuda_agent.eval.judge.result" or top == "__future__" or top in sys.stdlib_module_names, n
 
 
 # --------------------------------------------------------------------------- Python rules
@@ -185,7 +183,7 @@ PY_CASES = [
     ("monkey-patch", model(OK_FORWARD, top="nn.Module.__call__ = lambda self, *a: None\n")),
     ("tensor-subclass", model(OK_FORWARD, top="class T(torch.Tensor):\n    pass\n")),
     ("tensor-subclass", model(OK_FORWARD, top="class D:\n    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n        return None\n")),
-    ("import-cuda-agent", model(OK_FORWARD, imports="import cuda_agent.eval.timing\n")),
+    ("import-cuda-agent", model(OK_FORWARD, imports="import cuda_agent.eval.timing.events\n")),
     ("lowered-precision", model("return cuda_extension.op(x.half(), y)")),
     ("lowered-precision", model("return cuda_extension.op(x.to(torch.bfloat16), y)")),
     ("lowered-precision", model(OK_FORWARD, top="torch.set_float32_matmul_precision('high')\n")),

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from cuda_agent.eval import inline_build, symbols
-from cuda_agent.eval.build import build, toolchain
-from cuda_agent.eval.result import Severity
+from cuda_agent.eval.build import single_file as inline_build
+from cuda_agent.eval.build.workspace import build, toolchain
+from cuda_agent.eval.checks import symbols
+from cuda_agent.eval.judge.result import Severity
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import copy_solution, init_workspace, template_text
 
@@ -211,7 +212,7 @@ def test_the_derived_allowlist_covers_the_builtin_and_the_examples(tmp_path, cac
             continue
         assert r.ok, r.log[-2000:]
         tc = toolchain("9.0")
-        from cuda_agent.eval.build import _unit_key
+        from cuda_agent.eval.build.workspace import _unit_key
 
         for src in [*sorted((ws / "kernels").glob("*.cpp")), *sorted((ws / "kernels").glob("*.cu"))]:
             objects.append((str(src), src.name, cache / "objects" / f"{_unit_key(tc, src, ws.resolve())}.o"))
@@ -221,7 +222,7 @@ def test_the_derived_allowlist_covers_the_builtin_and_the_examples(tmp_path, cac
     pristine.mkdir()
     for name in ("binding.cpp", "binding_registry.h"):
         (pristine / name).write_text(template_text(name))
-    from cuda_agent.eval.build import _unit_key
+    from cuda_agent.eval.build.workspace import _unit_key
 
     obj = cache / "objects" / f"{_unit_key(toolchain('9.0'), pristine / 'binding.cpp', pristine)}.o"
     assert obj.is_file()  # compiled by the derivation, under the build's own key
@@ -237,9 +238,10 @@ def test_an_evaluation_of_a_renamed_call_ends_with_reward_minus_one_naming_the_s
     pipeline turns `BuildResult.findings` into findings; until then the build's failure, `compile_error`.)"""
     from test_pipeline_cpu import LANE, cpu_cfg
 
-    from cuda_agent.eval import pipeline, static_gate
+    from cuda_agent.eval import pipeline
     from cuda_agent.eval.api import evaluate_workspace
-    from cuda_agent.eval.result import Status
+    from cuda_agent.eval.checks import gate as static_gate
+    from cuda_agent.eval.judge.result import Status
 
     monkeypatch.setattr(pipeline, "static_findings", lambda *a, **k: [])
     monkeypatch.setattr(static_gate, "static_findings", lambda *a, **k: [])

@@ -1,4 +1,4 @@
-"""The synth filter's per-GPU lock (the evaluator's eval.gpu_lock): a timing (exclusive) gets in while
+"""The synth filter's per-GPU lock (the evaluator's eval.timing.gpu_lock): a timing (exclusive) gets in while
 other jobs keep taking it shared.
 
 On the H200, eight filter jobs per GPU took the shared lock in turns so that one was nearly always
@@ -69,7 +69,7 @@ def test_exclusive_excludes_shared(tmp_path):
 
 
 def test_a_filter_timing_waits_for_an_evaluations_untimed_work_on_the_same_gpu(tmp_path):
-    from cuda_agent.eval import gpu_lock as eval_lock
+    from cuda_agent.eval.timing import gpu_lock as eval_lock
 
     st = State()
     st.lock_dir, st.lock_key = str(tmp_path), "GPU-0"

@@ -19,9 +19,9 @@ import pytest
 from conftest import ROOT
 
 from cuda_agent.cli.main import main
-from cuda_agent.eval.result import Severity
-from cuda_agent.eval.static_checks import check_sources
-from cuda_agent.eval.static_gate import workspace_findings
+from cuda_agent.eval.checks.gate import workspace_findings
+from cuda_agent.eval.checks.static import check_sources
+from cuda_agent.eval.judge.result import Severity
 from cuda_agent.task import Task, precision
 from cuda_agent.task.precision import decide, infer_precision
 from cuda_agent.task.workspace import read_agent_sources, stage

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from cuda_agent.eval.tensorfile import Staging, TensorFileError, load_tensors, save_tensors
+from cuda_agent.eval.channel.tensorfile import Staging, TensorFileError, load_tensors, save_tensors
 
 
 def _tensors(seed: int) -> list[torch.Tensor]:
@@ -105,7 +105,7 @@ def test_refuses_truncated_trailing_malformed_and_oversized(tmp_path, staged):
 @pytest.fixture
 def split_reads(monkeypatch):
     """Make the threaded read path take small tensors, so the tests exercise it cheaply."""
-    from cuda_agent.eval import tensorfile
+    from cuda_agent.eval.channel import tensorfile
 
     monkeypatch.setattr(tensorfile, "PARALLEL_MIN", 4096)
     monkeypatch.setattr(tensorfile, "READERS", 4)

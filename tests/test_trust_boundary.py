@@ -18,11 +18,11 @@ import torch
 from conftest import FIXTURES
 from test_pipeline_cpu import cpu_cfg, make_ws
 
-from cuda_agent.eval import child
-from cuda_agent.eval import protocol as P
-from cuda_agent.eval import trusted_time as tt
 from cuda_agent.eval.api import evaluate_workspace
-from cuda_agent.eval.result import Status
+from cuda_agent.eval.channel import messages as P
+from cuda_agent.eval.child import main as child
+from cuda_agent.eval.judge.result import Status
+from cuda_agent.eval.timing import clock as tt
 from cuda_agent.sandbox import probe
 
 # ------------------------------------------------------------------ protocol
@@ -332,7 +332,8 @@ def test_a_fake_time_for_a_kernel_as_fast_as_eager_is_rejected(tmp_path, cache_e
     net on the evaluator's clock equals eager's, so the 20x claim is rejected; honest, it stands."""
     import shutil
 
-    from cuda_agent.eval import pipeline, static_gate
+    from cuda_agent.eval import pipeline
+    from cuda_agent.eval.checks import gate as static_gate
     from cuda_agent.task import Task
     from cuda_agent.task.workspace import init_workspace
 
@@ -434,7 +435,7 @@ def test_the_sandbox_hides_the_lock_folder(tmp_path, monkeypatch):
 
 
 def test_hijack_switch_only_reaches_children_when_set(monkeypatch):
-    from cuda_agent.eval.warm import HIJACK, child_env
+    from cuda_agent.eval.channel.children import HIJACK, child_env
 
     monkeypatch.delenv(HIJACK, raising=False)
     assert HIJACK not in child_env("fp32")

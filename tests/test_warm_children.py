@@ -1,4 +1,4 @@
-"""Spare evaluation children (eval.warm) on the CPU lane: a spare started during one
+"""Spare evaluation children (eval.channel.children) on the CPU lane: a spare started during one
 evaluation serves the next when it fits, is replaced when it does not or has died,
 never serves twice, and leaves no process behind."""
 
@@ -14,9 +14,10 @@ import pytest
 from conftest import FIXTURES
 from test_pipeline_cpu import cpu_cfg, make_ws
 
-from cuda_agent.eval import child, warm
 from cuda_agent.eval.api import evaluate_workspace
-from cuda_agent.eval.result import Status
+from cuda_agent.eval.channel import children as warm
+from cuda_agent.eval.child import main as child
+from cuda_agent.eval.judge.result import Status
 
 pytestmark = pytest.mark.slow
 
@@ -85,13 +86,13 @@ def test_the_next_spare_starts_before_this_evaluation_checks(tmp_path, cache_env
     from cuda_agent.eval import pipeline
 
     seen: list[tuple[int, bool]] = []
-    real = pipeline._check_and_time
+    real = pipeline._load
 
     def spy(*args, **kwargs):
         seen.append((len(spawns), warm._slot.item is not None and warm._slot.item.alive()))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "_check_and_time", spy)
+    monkeypatch.setattr(pipeline, "_load", spy)
     cfg = cpu_cfg(spare_children=True, reuse_results=False)
     r = evaluate_workspace(make_ws(tmp_path), config=cfg)
     assert r.status is Status.OK, r.message + r.log
@@ -155,7 +156,7 @@ def test_setup_moves_a_child_into_the_staged_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(os.getcwd())  # restored after the test
     monkeypatch.setattr(sys, "path", list(sys.path))
     st = child.State("reference")
-    from cuda_agent.eval import protocol as P
+    from cuda_agent.eval.channel import messages as P
 
     child.cmd_setup(st, P.Setup(str(FIXTURES / "cpu_lane" / "task.py"), 1, "fp32", "cpu", str(tmp_path)))
     assert os.path.samefile(os.getcwd(), tmp_path) and sys.path[0] == str(tmp_path)
@@ -170,7 +171,8 @@ def _gated_cfg():
 def test_a_spare_starts_cuda_only_under_the_gpu_lock(tmp_path, monkeypatch):
     """A spare's children import torch at once but create their CUDA contexts only under a shared hold
     of the GPU's lock: not while a timed section holds it, and pair_for waits for that start-up."""
-    from cuda_agent.eval import gpu_lock, procs
+    from cuda_agent.eval.channel import processes as procs
+    from cuda_agent.eval.timing import gpu_lock
 
     monkeypatch.setenv("CUDA_AGENT_LOCK_DIR", str(tmp_path / "locks"))
     events: list[tuple[str, str, float]] = []
@@ -207,7 +209,7 @@ def test_a_spare_starts_cuda_only_under_the_gpu_lock(tmp_path, monkeypatch):
         assert sorted(r for r, *_ in sends) == ["candidate", "reference"] and all(t >= released for *_, t in sends)
         assert sum(e[1] == "got warm_cuda" for e in events) == 2
         # after the start-up the children take ordinary commands
-        from cuda_agent.eval import protocol as P
+        from cuda_agent.eval.channel import messages as P
 
         reply = pair.ref.request(P.Setup(str(FIXTURES / "cpu_lane" / "task.py"), 1, "fp32", "cpu", str(tmp_path)), 60)
         assert isinstance(reply, P.SetupReply), reply
@@ -233,8 +235,8 @@ def test_a_spare_that_dies_while_starting_is_replaced(tmp_path, monkeypatch, spa
 
 def test_a_child_gated_on_go_takes_an_ordinary_first_command(tmp_path):
     """Without the go (a parent that never sends it), the first command is served as usual."""
-    from cuda_agent.eval import protocol as P
-    from cuda_agent.eval.procs import Child, scrubbed_env
+    from cuda_agent.eval.channel import messages as P
+    from cuda_agent.eval.channel.processes import Child, scrubbed_env
 
     kid = Child("reference", cwd=tmp_path, env=scrubbed_env(), log_path=tmp_path / "ref.log",
                 child_args=("--warm-cuda-on-go",))

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.eval.result import EvalResult
+from cuda_agent.eval.judge.result import EvalResult
 
 FORMAT = "cuda-agent-trajectory/1"
 

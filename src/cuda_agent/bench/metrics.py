@@ -50,7 +50,7 @@ class Outcome:
     reward: int | None = None
     status: str = ""
     row: int | None = None  # the evaluation it came from (results.sqlite evaluations.id), for reports
-    # against the fastest of the baselines the run measured (eval.baseline_set: eager, torch.compile, and where
+    # against the fastest of the baselines the run measured (eval.timing.baseline_set: eager, torch.compile, and where
     # asked max-autotune and a CUDA graph); None where only the paper's two were measured
     speedup_vs_best: float | None = None
 

@@ -35,7 +35,7 @@ from cuda_agent.bench.metrics import (
     summarize,
 )
 from cuda_agent.bench.store import ResultStore, safe_name
-from cuda_agent.eval.result import NOT_SCORED
+from cuda_agent.eval.judge.result import NOT_SCORED
 
 COLUMNS = ("level", "tasks", "pass", "faster than eager", "faster than compile", "geomean vs eager", "geomean vs compile")
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0, 5.0, 10.0)  # the p values tabulated (the figure has the whole curve)

@@ -46,7 +46,7 @@ from typing import Any
 from cuda_agent.bench.environment import describe
 from cuda_agent.bench.store import ResultStore, safe_name
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.result import NOT_SCORED, EvalResult
+from cuda_agent.eval.judge.result import NOT_SCORED, EvalResult
 from cuda_agent.pool.jobs import EvalJob
 from cuda_agent.pool.local import LocalPool, Pool
 from cuda_agent.task.suites import Suite, SuiteItem

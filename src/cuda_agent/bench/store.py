@@ -24,7 +24,7 @@ database raises `StoreError` (bad input), never a traceback.
 The global evaluation cache is not here on purpose: the evaluator already keeps
 results keyed by (evaluator fingerprint, task hash, candidate hash, GPU, torch,
 phase) and baselines keyed by (task hash, GPU, torch, precision, timing
-settings) in cache_root()/eval.sqlite (`cuda_agent.eval.cache.KVCache`), and
+settings) in cache_root()/eval.sqlite (`cuda_agent.eval.judge.cache.KVCache`), and
 every pool job goes through it; a duplicate candidate comes back with
 `cache["result"] = True`, which lands here in the `cached` column.
 Not guaranteed: eviction or compaction; the file grows with every evaluation.
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.bench.metrics import Outcome
-from cuda_agent.eval.result import NOT_SCORED, EvalResult
+from cuda_agent.eval.judge.result import NOT_SCORED, EvalResult
 
 FILENAME = "results.sqlite"
 _SCHEMA = """
@@ -192,7 +192,7 @@ def _vs_best(result_json: str | None) -> float | None:
     """The speedup against the fastest baseline measured, where the result carries extra baselines."""
     if not result_json or '"baselines_ms": {}' in result_json or "baselines_ms" not in result_json:
         return None
-    from cuda_agent.eval.baseline_set import speedup_vs_best
+    from cuda_agent.eval.timing.baseline_set import speedup_vs_best
 
     try:
         return speedup_vs_best(json.loads(result_json))

@@ -61,8 +61,8 @@ def port_number(text: str) -> int:
 
 
 def baseline_names(text: str) -> tuple[str, ...]:
-    """`--baselines eager,compile,max-autotune,cuda-graph` (or `all`): eval.baseline_set's names."""
-    from cuda_agent.eval.baseline_set import parse
+    """`--baselines eager,compile,max-autotune,cuda-graph` (or `all`): eval.timing.baseline_set's names."""
+    from cuda_agent.eval.timing.baseline_set import parse
 
     try:
         return parse(text)

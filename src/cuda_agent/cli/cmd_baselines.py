@@ -1,7 +1,7 @@
 """`cuda-agent baselines SUITE`: time every task's eager and torch.compile baselines ahead of a run.
 
 Spread over the local pool's GPUs (`--per-gpu` tasks share each GPU: their torch.compile builds
-overlap, their timings take turns through eval.gpu_lock) or Ray (`--ray`); stored in the
+overlap, their timings take turns through eval.timing.gpu_lock) or Ray (`--ray`); stored in the
 evaluator's own cache under the keys a later evaluation with the same settings looks up, so a
 bench or an RL run no longer pays 25-38 s per task on its critical path (issue 16). Resumable:
 a task already cached costs one lookup. Prints one line per task as it finishes and a summary.
@@ -34,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
     from concurrent.futures import as_completed
 
     from cuda_agent.cli.cmd_tasks import parse_levels
-    from cuda_agent.eval.baselines import BaselinesJob
     from cuda_agent.eval.config import EvalConfig
+    from cuda_agent.eval.timing.baselines import BaselinesJob
     from cuda_agent.pool.local import make_pool, visible_gpus
     from cuda_agent.task.suites import load_suite
 

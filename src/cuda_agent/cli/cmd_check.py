@@ -1,7 +1,7 @@
 """`cuda-agent check WORKDIR`: the static checks, without building or running anything.
 
 Checks a workspace's agent files (model_new.py, kernels/) with
-`cuda_agent.eval.static_checks.check_sources` and adds the protected-file findings that staging
+`cuda_agent.eval.checks.static.check_sources` and adds the protected-file findings that staging
 reports (a modified model.py, binding.cpp, ...). A path to a `.py` file is treated as a
 KernelBench single-file solution and checked with `check_single_file`.
 Exit 0 when nothing is rejected (warnings are printed but do not fail), 1 when a finding rejects
@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 
 from cuda_agent.cli.main import UsageError
-from cuda_agent.eval.result import Finding, Severity
-from cuda_agent.eval.static_gate import static_findings, workspace_findings
+from cuda_agent.eval.checks.gate import static_findings, workspace_findings
+from cuda_agent.eval.judge.result import Finding, Severity
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import stage
 

@@ -89,7 +89,7 @@ def _expert(args: argparse.Namespace, task) -> str | None:  # noqa: ANN001 - Tas
     """The expert profile's text, after the evaluation (it never changes the result or its reward)."""
     if args.solution:
         return "expert profile: not available for a single-file (load_inline) solution yet; use a workspace"
-    from cuda_agent.eval.expert_profile import ProfileSettings, expert_text
+    from cuda_agent.eval.profile.expert import ProfileSettings, expert_text
 
     with showing_phases("expert profile", enabled_for(args.json)):
         return expert_text(Path(args.workdir), task=task, settings=ProfileSettings(timeout_s=float(args.expert_timeout)))
@@ -101,13 +101,13 @@ def _start_children_early(cfg, task, phase: str, *, single_file: bool) -> None: 
     A one-shot `cuda-agent eval` otherwise starts them only once it has done both (about 2-3 s on an
     H200), and their own start-up (torch, CUDA, the op log's first use: 3-4 s) then sits on the critical
     path of every evaluation whose build is cached or quick (an edited single file: ~10 s in all).
-    Started here they are the evaluation's pair (`warm.pair_for` takes a spare of an equal spec); where
+    Started here they are the evaluation's pair (`channel.children.pair_for` takes a spare of an equal spec); where
     no GPU turns out to be usable they are killed at exit, unused. Only where the evaluation would start
     children anyway: a GPU device node exists and the phase needs them.
     """
     if task is None or (phase == "compile" and not single_file) or cfg.device != "cuda" or not _gpu_node():
         return
-    from cuda_agent.eval import warm
+    from cuda_agent.eval.channel import children as warm
 
     warm.prepare(cfg, task.precision)
 

@@ -2,7 +2,7 @@
 
 Runs zeros, a constant, pass-through of the first input, another seed's output and an
 output precomputed for one fixed input set through the evaluator's reference child and
-comparison (`cuda_agent.eval.lint_task`). Per control: PASSES (the evaluator would accept
+comparison (`cuda_agent.eval.checks.lint_task`). Per control: PASSES (the evaluator would accept
 it), WEAK (the paper's elementwise rule alone accepts it, or it misses that rule by less than
 2x: a near miss), or fails. Exit 0 when no control is weak, 1 when any is (the task should be
 fixed or dropped), 2 for bad input (or no GPU with --device cuda). The first line says the
@@ -22,7 +22,7 @@ from cuda_agent.cli.main import UsageError
 from cuda_agent.cli.phase_display import enabled_for, showing_phases
 
 if TYPE_CHECKING:
-    from cuda_agent.eval.lint_task import LintReport
+    from cuda_agent.eval.checks.lint_task import LintReport
 
 HELP = "run negative controls (zeros, constant, pass-through, other seed, precomputed) against a task"
 
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_agent.eval.lint_task import lint_task
+    from cuda_agent.eval.checks.lint_task import lint_task
     from cuda_agent.task.taskfile import Task
 
     task = Task.from_file(args.task)
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verdict(c: dict[str, Any]) -> str:
-    from cuda_agent.eval.negative_controls import is_weak
+    from cuda_agent.eval.checks.negative_controls import is_weak
 
     if c["passes"]:
         return "PASSES"

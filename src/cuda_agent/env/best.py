@@ -17,7 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_agent.eval.result import EvalResult
+from cuda_agent.eval.judge.result import EvalResult
 
 
 def rank(r: EvalResult) -> tuple[int, int, float, float] | None:

@@ -43,7 +43,7 @@ from cuda_agent.env import best as best_mod
 from cuda_agent.env.prompt import NUDGE_CUT_OFF, NUDGE_NO_TOOL, system_prompt, task_message
 from cuda_agent.env.shell import ShellFactory, clip_middle
 from cuda_agent.env.toolbox import Evaluator, Observation, Renderer, Toolbox
-from cuda_agent.eval.result import EvalResult
+from cuda_agent.eval.judge.result import EvalResult
 from cuda_agent.llm.textcalls import ToolCall, new_call_id
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import init_workspace

@@ -10,7 +10,7 @@ observation carries the `EvalResult` and the snapshot of the agent's files
 that was evaluated. An exception from the evaluator is a harness bug: it is
 reported to the model as an internal error and kept in `Observation.error`,
 never scored as a candidate failure. The profile tool adds the expert profile
-(`eval.expert_profile`: per kernel counters and a roofline verdict, never part of
+(`eval.profile.expert`: per kernel counters and a roofline verdict, never part of
 the reward) after a correct evaluation: by default when the default evaluator is
 used, else only with an injected `expert(workspace) -> text`;
 `CUDA_AGENT_EXPERT_PROFILE=0` turns it off. Its failures are lines of its text.
@@ -28,7 +28,7 @@ from typing import Any
 
 from cuda_agent.env.files import FileTools, ToolFailure
 from cuda_agent.env.shell import Shell, ShellFactory, make_shell
-from cuda_agent.eval.result import EvalResult
+from cuda_agent.eval.judge.result import EvalResult
 from cuda_agent.task.workspace import read_agent_sources
 
 Evaluator = Callable[[Path, str], EvalResult]
@@ -246,6 +246,6 @@ class Toolbox:
 
 
 def _default_expert(workspace: Path) -> str:
-    from cuda_agent.eval.expert_profile import enabled_by_env, expert_text
+    from cuda_agent.eval.profile.expert import enabled_by_env, expert_text
 
     return expert_text(workspace) if enabled_by_env() else "expert profile: off (CUDA_AGENT_EXPERT_PROFILE=0)"

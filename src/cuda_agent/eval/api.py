@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cuda_agent.eval.config import EvalConfig, Phase
-from cuda_agent.eval.result import EvalResult
+from cuda_agent.eval.judge.result import EvalResult
 from cuda_agent.task.taskfile import Task
 
 
@@ -46,6 +46,6 @@ def evaluate_single_file(
 
 
 def render_text(result: EvalResult) -> str:
-    from cuda_agent.eval.render import result_text
+    from cuda_agent.eval.judge.render import result_text
 
     return result_text(result)

@@ -44,7 +44,7 @@ class EvalConfig:
     # is (CI); its times say nothing about kernels.
     device: str = "cuda"
     compile_baseline: bool = True  # time torch.compile of the reference as well as eager
-    # The baselines reported (eval.baseline_set): eager and torch.compile default always (the paper's and the
+    # The baselines reported (eval.timing.baseline_set): eager and torch.compile default always (the paper's and the
     # reward's); "max-autotune" and "cuda-graph" add torch.compile(mode="max-autotune-no-cudagraphs") and eager
     # replayed from a CUDA graph, timed like eager (events), cached, reported with a speedup "vs best", never rewarded.
     baselines: tuple[str, ...] = ("eager", "compile")
@@ -92,12 +92,12 @@ class EvalConfig:
     shape_probe: bool = True  # one more call with the batch-like dim doubled (catches hardcoded shapes)
     sanitize: bool = False  # compute-sanitizer memcheck + racecheck over one call (slow; `eval --sanitize`)
     sanitize_timeout: float = 900.0  # per check: load + one call under the sanitizer
-    # After the evaluation, start the next one's two children (eval.warm), so that their start-up
+    # After the evaluation, start the next one's two children (eval.channel.children), so that their start-up
     # (2-3 s on an H200) overlaps the caller's idle time. For long-lived callers: the agent's
     # tools, pool workers; a one-shot `cuda-agent eval` would start children it never uses.
     spare_children: bool = False
     # Timed sections (candidate and baseline timing and bursts) hold an exclusive lock per physical
-    # GPU across all processes (eval.gpu_lock); past this wait the evaluation times anyway, with a warning.
+    # GPU across all processes (eval.timing.gpu_lock); past this wait the evaluation times anyway, with a warning.
     gpu_lock_wait_s: float = 900.0
     # Re-run an evaluation whose timing stayed unstable (EvalResult.unstable) this many times and keep
     # the steadiest; bench and the agent's tools set 1, a one-shot `cuda-agent eval` shows it as is.

@@ -3,13 +3,13 @@
 Contract: stage a fresh copy (protected files pristine) -> static findings ->
 build (cached) -> spawn a reference child and a candidate child -> reference
 outputs for fresh secret seeds -> candidate outputs, compared here ->
-candidate timing and its bursts on the parent's clock (`timed`,
-`trusted_time`), its timed outputs compared too -> baselines (cached per
+candidate timing and its bursts on the parent's clock (`timing/timed.py`,
+`timing/clock.py`), its timed outputs compared too -> baselines (cached per
 task hash, GPU, torch version, precision, timing settings) -> the trusted
 bound's verdict -> reward. Every exchange with a child is a typed
-`protocol` message (`exchange`); paths, the GPU identity and cache keys are
-the parent's own, never taken from a reply. The runtime defences (`runtime_checks`: ATen op log and
-thread census; fresh inputs per timed call with random timed calls checked;
+`channel/messages.py` message (`channel/exchange.py`); paths, the GPU identity and cache keys are
+the parent's own, never taken from a reply. The runtime defences (`child/guards.py`: ATen op log and
+thread census, judged by `checks/runtime.py`; fresh inputs per timed call with random timed calls checked;
 the side-stream re-timing; the speed-of-light flag; the `sandbox` around the
 candidate child; the shape probe, one more input set with the batch-like
 dimension doubled, run last; the opt-in `sanitize` lane after correctness) add
@@ -20,11 +20,15 @@ at the first failure. Every candidate failure is a typed `EvalResult`.
 Not guaranteed: anything without a CUDA GPU beyond checks and the build
 (status no_gpu says so).
 
-Longer than the 250-line guide on purpose: it is the one place where the order
-of the steps and what each failure turns into can be read together; each step
-it calls (build, children, compare, timing, checks) lives in its own module.
+Shape: `_attempt` is the whole evaluation as a sequence of phases over one typed state
+(`_Evaluation`), read top to bottom: the static gate, the children, the reference queued, the build,
+"compiled" or no GPU, the candidate's load, correctness, "verified" or on, the candidate's timing, the
+baselines', the reward, the shape probe, the extra baselines. A phase returns the finished result where
+the evaluation ends; a failure deep inside one (an exchange, a check) ends it through `channel.exchange.finish`,
+which the step between phases turns into that return. Each step a phase calls (build, children,
+compare, timing, checks) lives in its own module.
 Single-file (load_inline) solutions are built here too when their load_inline
-arguments are static (`inline_build`, the common case), else inside the
+arguments are static (`build/single_file.py`, the common case), else inside the
 candidate child, and then without a GPU they are only checked statically.
 """
 
@@ -36,30 +40,33 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.eval import baseline_set, gpu_lock, inline_build, timed, warm
 from cuda_agent.eval import gpu as gpu_mod
-from cuda_agent.eval import protocol as P
-from cuda_agent.eval import sanitize as sanitize_mod
-from cuda_agent.eval import trusted_time as tt
-from cuda_agent.eval.build import BuildResult, build
-from cuda_agent.eval.cache import KVCache
+from cuda_agent.eval.build import single_file as inline_build
+from cuda_agent.eval.build.env_check import classify as classify_environment
+from cuda_agent.eval.build.workspace import BuildResult, build
+from cuda_agent.eval.channel import children as warm
+from cuda_agent.eval.channel import messages as P
+from cuda_agent.eval.channel.children import child_dirs, child_env, log_dir
+from cuda_agent.eval.channel.exchange import Stop, compare_recv, compare_send, finish, guard, recv, send
+from cuda_agent.eval.channel.processes import Child, ChildFailure, failure
+from cuda_agent.eval.checks import sanitize as sanitize_mod
+from cuda_agent.eval.checks.gate import static_findings, workspace_findings
+from cuda_agent.eval.checks.speed_of_light import floor_ms as _sol_floor
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.env_check import classify as classify_environment
-from cuda_agent.eval.exchange import Stop, compare_recv, compare_send, finish, guard, recv, send
-from cuda_agent.eval.procs import Child, ChildFailure, failure
+from cuda_agent.eval.judge.cache import KVCache
+from cuda_agent.eval.judge.result import CheckRecord, EvalResult, Finding, Severity, Status
+from cuda_agent.eval.judge.result_key import result_key
+from cuda_agent.eval.judge.reward import clearly_faster, milestone_from
 from cuda_agent.eval.progress import phase as announce
-from cuda_agent.eval.result import CheckRecord, EvalResult, Finding, Severity, Status
-from cuda_agent.eval.result_key import result_key
-from cuda_agent.eval.reward import clearly_faster, milestone_from
-from cuda_agent.eval.speed_of_light import floor_ms as _sol_floor
-from cuda_agent.eval.static_gate import static_findings, workspace_findings
-from cuda_agent.eval.warm import child_dirs, child_env, log_dir
+from cuda_agent.eval.timing import baseline_set, gpu_lock, timed
+from cuda_agent.eval.timing import clock as tt
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import cache_root, stage
 
@@ -72,8 +79,8 @@ def evaluator_fingerprint() -> str:
     only by the same evaluator that produced it."""
     h = hashlib.sha256(EVAL_VERSION.encode())
     pkg = Path(__file__).resolve().parents[1]
-    for p in sorted([*pkg.glob("eval/*.py"), *pkg.glob("task/*.py"), *pkg.glob("task/templates/*")]):
-        h.update(p.name.encode() + p.read_bytes())
+    for p in sorted([*pkg.glob("eval/**/*.py"), *pkg.glob("task/*.py"), *pkg.glob("task/templates/*")]):
+        h.update(p.relative_to(pkg).as_posix().encode() + p.read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -135,11 +142,23 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
 
 def _attempt(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, res: EvalResult,
              cache: KVCache | None) -> EvalResult:
-    try:
-        _run(cand, cfg, tmp, gpu, res, cache)
-    except Stop as stop:
-        return stop.result
+    """One look at the candidate: its phases in order, over one state. A phase returns the finished
+    result when the evaluation ends there (a failure, or the last phase the caller asked for)."""
+    with ExitStack() as stack:  # the children and the GPU's shared hold, closed when the look ends
+        ev = _Evaluation(cand, cfg, tmp, gpu, res, cache, stack)
+        for phase in (_static_gate, _start_children, _queue_reference, _build, _compiled_or_no_gpu, _load,
+                      _correctness, _verified_or_on, _time_candidate, _time_baselines, _reward, _shape_probe_last,
+                      _extra_baselines):
+            if (end := _step(phase, ev)) is not None:
+                return end
     return res
+
+
+def _step(phase: Callable[[_Evaluation], EvalResult | None], ev: _Evaluation) -> EvalResult | None:
+    try:
+        return phase(ev)
+    except Stop as stop:  # an exchange or a check deep in the phase ended the evaluation (exchange.finish)
+        return stop.result
 
 
 def _new_result(cand: Candidate, gpu: gpu_mod.GPU | None) -> EvalResult:
@@ -147,64 +166,6 @@ def _new_result(cand: Candidate, gpu: gpu_mod.GPU | None) -> EvalResult:
 
     return EvalResult(status=Status.OK, reward=None, correct=False, findings=list(cand.findings), gpu=gpu.name if gpu else None,
                       torch=torch.__version__, precision=cand.task.precision, task_hash=cand.task.hash, candidate_hash=cand.hash)
-
-
-def _run(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, res: EvalResult, cache: KVCache | None) -> None:
-    rejected = [f for f in res.findings if f.severity is Severity.REJECT]
-    if rejected and not cfg.static_gate:  # the red team's runtime lane: the static rules' verdicts noted, not applied
-        res.defences["static_gate"] = "off: " + ", ".join(sorted({f.rule for f in rejected}))
-        rejected = []
-    if rejected:
-        f = rejected[0]
-        where = f" ({f.file}:{f.line})" if f.file and f.line else (f" ({f.file})" if f.file else "")
-        raise finish(res, Status.REJECTED, f"rejected by rule {f.rule}{where}: {f.message}")
-    with ExitStack() as stack:
-        pair: warm.Pair | None = None
-        if gpu is not None and not (cfg.phase == "compile" and cand.kind == "workspace"):
-            # The GPU shared with other evaluations' untimed work, never with a timing (gpu_lock):
-            # held while a child has a request in flight (its set-up, runs, compares), not while
-            # this parent builds, stages or checks files; closed after the children (entered first).
-            share = gpu_lock.Share(gpu.key, cfg.gpu_lock_wait_s)
-            stack.callback(_book_share, share, res)
-            stack.callback(share.close)
-            # Both children start before the build (or were started as the spare at the end of
-            # this process's last evaluation): their torch import and CUDA start-up overlap it.
-            t_pair = time.monotonic()
-            pair = warm.pair_for(cfg, cand.task.precision)
-            # waiting for a spare still starting (its CUDA start-up waits for the GPU's timed sections),
-            # or for a new pair's spawn: child start-up on the critical path (benchmarks/eval_throughput.py)
-            _book(res, "children", t_pair)
-            stack.callback(pair.close)
-            pair.ref.share = pair.cnd.share = share
-            if cfg.spare_children:
-                # the next evaluation's pair starts now, not when this one ends: back-to-back
-                # evaluations (an agent that edits at once) otherwise wait ~1 s for CUDA start-up
-                warm.prepare(cfg, cand.task.precision, gpu.key)
-            res.defences["sandbox"] = pair.sandbox
-        seeds = _Seeds.draw(cfg)
-        if pair is not None:
-            # the reference needs no build: it sets up and computes its outputs while nvcc runs
-            _start_reference(pair, cand, cfg, res, seeds)
-        built = _build(cand, cfg, gpu, res)
-        if cfg.phase == "compile" and (cand.kind == "workspace" or built.inline):
-            res.message = "compiled"  # a GPU is not needed for this phase
-            raise Stop(res)
-        if gpu is None:
-            what = "compiled with nvcc" if cand.kind == "workspace" or built.inline else \
-                "checked statically (its load_inline arguments are not static: it compiles on the GPU machine)"
-            res.status, res.message = Status.NO_GPU, f"{what}; correctness and timing need a CUDA GPU, and none is visible"
-            raise Stop(res)
-        assert pair is not None
-        _check_and_time(cand, cfg, tmp, res, pair, built, cache, seeds, gpu)
-
-
-def _book_share(share: gpu_lock.Share, res: EvalResult) -> None:
-    res.gpu_wait_s = round(res.gpu_wait_s + share.waited_s, 3)
-    if share.waited_s:  # the requests' waits for other evaluations' timings (a sub-key, as lock.exclusive)
-        res.phases_s["lock.shared"] = round(res.phases_s.get("lock.shared", 0.0) + share.waited_s, 3)
-    if share.missed:
-        res.findings.append(Finding("gpu-lock-timeout", f"waited {share.wait_s:.0f} s for the GPU's lock {share.missed} "
-                                    "time(s) and ran without it: another process's timing may be off", Severity.WARN))
 
 
 @dataclass
@@ -221,26 +182,259 @@ class _Seeds:
                    [secrets.randbits(62) for _ in range(cfg.n_timing_sets)])
 
 
-def _setup(cand: Candidate, cfg: EvalConfig, seeds: _Seeds, *, solution: P.Solution | None = None,
-           guard: bool = False, peer_io: Path | None = None) -> P.Setup:
-    return P.Setup(str(cand.root / "model.py"), seeds.init, cand.task.precision, cfg.device, str(cand.root),
-                   solution=solution, guard=guard, peer_io=str(peer_io) if peer_io is not None else None)
-
-
-def _start_reference(pair: warm.Pair, cand: Candidate, cfg: EvalConfig, res: EvalResult, seeds: _Seeds) -> None:
-    """Queue the reference's setup and its correctness outputs; `_check_and_time` takes the replies."""
-    send(pair.ref, res, _setup(cand, cfg, seeds, peer_io=pair.cnd_io), "reference")
-    ref_seeds = seeds.correctness if cfg.fresh_timing_inputs else seeds.correctness + seeds.timing
-    send(pair.ref, res, P.Run(ref_seeds, "ref", keep=True), "reference")
-
-
 @dataclass
 class _Built:
     so_path: Path | None = None  # workspace: cuda_extension.so
     inline: dict[str, str] | None = None  # single file: load_inline name -> module built here (inline_build)
 
 
-def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalResult) -> _Built:
+@dataclass
+class _Evaluation:
+    """One look's state, filled in phase by phase (a field is set by the phase named beside it)."""
+
+    cand: Candidate
+    cfg: EvalConfig
+    tmp: Path
+    gpu: gpu_mod.GPU | None
+    res: EvalResult
+    cache: KVCache | None
+    stack: ExitStack
+    pair: warm.Pair | None = None  # _start_children: the reference and the candidate child
+    seeds: _Seeds | None = None  # _queue_reference
+    built: _Built = dataclasses.field(default_factory=_Built)  # _build
+    setup: P.Setup | None = None  # _load: the candidate's setup (the sanitizer lane repeats it)
+    ref_bytes: int = 0  # _load: the reference's largest output, its largest output + inputs, its largest inputs
+    moved: int = 0
+    in_bytes: int = 0
+    max_bytes: int = 0  # _load: the most a candidate output file may hold before it is cut off, not read
+    grow: P.Run | None = None  # _verified_or_on: the shape probe's request, and whether it runs
+    probe: bool = False
+    treq: P.Time | None = None  # _time_candidate: the candidate's timing request, the baselines' (no checked calls)
+    base_req: P.Time | None = None
+    compiled: bool | None = None  # _time_candidate: torch.compile's build (timed.build_compiled)
+    bursts: timed.BurstRecord | None = None  # _time_candidate: the clock's bursts of the candidate
+    grown: P.OutputRecord | str | None = None  # _time_candidate: the candidate's output on the doubled inputs
+    base: timed.BaselineLooks | None = None  # _time_baselines: the clock's looks at the baselines
+
+    @property
+    def children(self) -> warm.Pair:
+        assert self.pair is not None
+        return self.pair
+
+
+def _static_gate(ev: _Evaluation) -> EvalResult | None:
+    res = ev.res
+    rejected = [f for f in res.findings if f.severity is Severity.REJECT]
+    if rejected and not ev.cfg.static_gate:  # the red team's runtime lane: the static rules' verdicts noted, not applied
+        res.defences["static_gate"] = "off: " + ", ".join(sorted({f.rule for f in rejected}))
+        rejected = []
+    if rejected:
+        f = rejected[0]
+        where = f" ({f.file}:{f.line})" if f.file and f.line else (f" ({f.file})" if f.file else "")
+        return finish(res, Status.REJECTED, f"rejected by rule {f.rule}{where}: {f.message}").result
+    return None
+
+
+def _start_children(ev: _Evaluation) -> None:
+    cand, cfg, gpu, res, stack = ev.cand, ev.cfg, ev.gpu, ev.res, ev.stack
+    if gpu is not None and not (cfg.phase == "compile" and cand.kind == "workspace"):
+        # The GPU shared with other evaluations' untimed work, never with a timing (gpu_lock):
+        # held while a child has a request in flight (its set-up, runs, compares), not while
+        # this parent builds, stages or checks files; closed after the children (entered first).
+        share = gpu_lock.Share(gpu.key, cfg.gpu_lock_wait_s)
+        stack.callback(_book_share, share, res)
+        stack.callback(share.close)
+        # Both children start before the build (or were started as the spare at the end of
+        # this process's last evaluation): their torch import and CUDA start-up overlap it.
+        t_pair = time.monotonic()
+        pair = ev.pair = warm.pair_for(cfg, cand.task.precision)
+        # waiting for a spare still starting (its CUDA start-up waits for the GPU's timed sections),
+        # or for a new pair's spawn: child start-up on the critical path (benchmarks/eval_throughput.py)
+        _book(res, "children", t_pair)
+        stack.callback(pair.close)
+        pair.ref.share = pair.cnd.share = share
+        if cfg.spare_children:
+            # the next evaluation's pair starts now, not when this one ends: back-to-back
+            # evaluations (an agent that edits at once) otherwise wait ~1 s for CUDA start-up
+            warm.prepare(cfg, cand.task.precision, gpu.key)
+        res.defences["sandbox"] = pair.sandbox
+
+
+def _queue_reference(ev: _Evaluation) -> None:
+    """Queue the reference's setup and its correctness outputs (`_load` takes the replies): the
+    reference needs no build, so it sets up and computes its outputs while nvcc runs."""
+    seeds = ev.seeds = _Seeds.draw(ev.cfg)
+    if ev.pair is not None:
+        send(ev.pair.ref, ev.res, _setup(ev.cand, ev.cfg, seeds, peer_io=ev.pair.cnd_io), "reference")
+        ref_seeds = seeds.correctness if ev.cfg.fresh_timing_inputs else seeds.correctness + seeds.timing
+        send(ev.pair.ref, ev.res, P.Run(ref_seeds, "ref", keep=True), "reference")
+
+
+def _compiled_or_no_gpu(ev: _Evaluation) -> EvalResult | None:
+    cand, res = ev.cand, ev.res
+    if ev.cfg.phase == "compile" and (cand.kind == "workspace" or ev.built.inline):
+        res.message = "compiled"  # a GPU is not needed for this phase
+        return res
+    if ev.gpu is None:
+        what = "compiled with nvcc" if cand.kind == "workspace" or ev.built.inline else \
+            "checked statically (its load_inline arguments are not static: it compiles on the GPU machine)"
+        res.status, res.message = Status.NO_GPU, f"{what}; correctness and timing need a CUDA GPU, and none is visible"
+        return res
+    return None
+
+
+def _load(ev: _Evaluation) -> EvalResult | None:
+    """The candidate loads while the reference sets up and computes its outputs (they live in the
+    reference's memory, not in files): when the build was quick (a pool's farm built it), the two
+    set-ups overlap instead of following each other on the critical path."""
+    cand, cfg, res, seeds, built = ev.cand, ev.cfg, ev.res, ev.seeds, ev.built
+    ref, cnd = ev.children.ref, ev.children.cnd
+    assert seeds is not None
+    sol = P.Solution(str(cand.root / "model_new.py"), str(built.so_path) if built.so_path else None, built.inline)
+    load_budget = cfg.load_timeout + (cfg.compile_timeout if cand.kind == "single_file" and not built.inline else 0)
+    ev.setup = _setup(cand, cfg, seeds, solution=sol, guard=cfg.runtime_guards)
+    send(cnd, res, ev.setup, "load")
+    t_setup = time.monotonic()
+    recv(ref, res, cfg.load_timeout, "reference", "setup", P.SetupReply)  # both queued by _queue_reference
+    # the part of "reference" spent waiting for the reference child to start and build the task's model
+    # after the build: child start-up on the critical path (benchmarks/eval_throughput.py reports it)
+    _book(res, "reference.setup", t_setup)
+    ref_run = recv(ref, res, cfg.correctness_timeout, "reference", "run", P.RunReply)
+    ev.ref_bytes = max(_nbytes(r) for r in ref_run.outputs)
+    ev.moved = max(_nbytes(r) + r.in_nbytes for r in ref_run.outputs)
+    ev.in_bytes = max(r.in_nbytes for r in ref_run.outputs)
+    ev.max_bytes = 4 * ev.ref_bytes + (1 << 20)  # a candidate writing gigabytes is cut off, not read
+    info = recv(cnd, res, load_budget, "load", "setup", P.SetupReply)
+    res.defences["runtime_guards"] = "on" if cfg.runtime_guards else "off"
+    for note in info.notes:
+        res.findings.append(Finding("state-dict-mismatch", note, Severity.WARN, "model_new.py"))
+    if cfg.phase == "compile":
+        res.message = "compiled and loaded"
+        return res
+    return None
+
+
+def _correctness(ev: _Evaluation) -> None:
+    cfg, res, pair, seeds = ev.cfg, ev.res, ev.children, ev.seeds
+    assert seeds is not None and ev.setup is not None
+    _verify(cfg, pair.cnd_io, res, ev.cand.task, pair.ref, pair.cnd, seeds.correctness, ev.max_bytes)
+    res.correct = True
+    if cfg.sanitize:
+        _sanitize(ev.cand, cfg, ev.tmp, res, dataclasses.replace(ev.setup, guard=False), seeds.correctness[0], pair.cnd.share)
+
+
+def _verified_or_on(ev: _Evaluation) -> EvalResult | None:
+    """The shape probe's request (run last), and the end of a `verify` evaluation."""
+    cfg, res, io = ev.cfg, ev.res, ev.children.cnd_io
+    assert ev.seeds is not None
+    grow = ev.grow = P.Run([secrets.randbits(62)], "grow", out_dir=str(io), grow_seed=secrets.randbits(62))
+    ev.probe = cfg.shape_probe and _probe_fits(cfg, io, res, ev.ref_bytes)
+    if cfg.phase == "verify":
+        if ev.probe:
+            t_probe = time.monotonic()
+            grown = _probe_reply(ev.children.cnd.request(grow, cfg.correctness_timeout))
+            _book(res, "shape_probe", t_probe)
+            _shape_probe(ev.children.ref, res, cfg, ev.cand.task, grown, grow, ev.max_bytes)
+        res.message = f"correct on {len(ev.seeds.correctness)} fresh input sets"
+        return res
+    return None
+
+
+def _time_candidate(ev: _Evaluation) -> None:
+    """The candidate's timing and its bursts on the evaluator's clock, its timed outputs checked; the
+    candidate runs the shape probe meanwhile and is killed before any baseline is timed."""
+    cfg, res, cache, gpu, task = ev.cfg, ev.res, ev.cache, ev.gpu, ev.cand.task
+    ref, cnd, io = ev.children.ref, ev.children.cnd, ev.children.cnd_io
+    assert ev.seeds is not None and gpu is not None and ev.grow is not None
+    treq = ev.treq = timed.time_request(cfg, ev.seeds.timing, io)
+    ev.base_req = dataclasses.replace(treq, out_dir=None, checked=[])
+    ev.compiled = timed.build_compiled(cfg, res, ref, ev.base_req, cache)  # a cache miss's torch.compile build: untimed
+    kind = timed.clock_kind(ref, res, cfg, cache) if cfg.trusted_clock else None
+    with timed.section(res, cfg, gpu):  # exclusive per physical GPU, across processes (gpu_lock)
+        reply_t = timed.time_candidate(cnd, res, cfg, treq)
+        ev.bursts = timed.burst_candidate(cnd, res, cfg, ev.in_bytes, kind) if kind is not None else None
+    # after timing: a candidate that fails on the grown inputs may leave its CUDA context unusable.
+    # It runs them while the reference checks the timed outputs; the baselines, timed, come after.
+    # The reference's runs for the checked timed calls come first, so that only the compares
+    # (one output at a time on the device) share the GPU with the candidate's doubled inputs.
+    timed.timed_references(ref, res, cfg, treq, reply_t.outputs)
+    if ev.probe:
+        send(cnd, res, ev.grow, "shape_probe")
+    timed.check_timed_outputs(ref, res, cfg, task, treq, reply_t.outputs, len(ev.seeds.correctness), ev.max_bytes)
+    t_probe = time.monotonic()
+    ev.grown = _probe_reply(cnd.receive(cfg.correctness_timeout, "run")) if ev.probe else None
+    if ev.grown is not None:
+        _book(res, "shape_probe", t_probe)
+    # the candidate's process goes before any baseline is timed: work it left on the GPU dies with it
+    cnd.close()
+    if ev.bursts is not None:
+        timed.check_burst_outputs(ref, res, cfg, task, ev.bursts)
+
+
+def _time_baselines(ev: _Evaluation) -> None:
+    cfg, res, cache, ref = ev.cfg, ev.res, ev.cache, ev.children.ref
+    assert ev.gpu is not None and ev.base_req is not None
+    with timed.section(res, cfg, ev.gpu):
+        timed.baselines(cfg, res, ref, ev.base_req, cache, ev.compiled)
+        assert res.eager_timing is not None
+        ev.base = (timed.burst_baselines(ref, res, cfg, ev.in_bytes, cache, timed.baseline_key(cfg, res, ev.base_req),
+                                         ev.bursts.kind) if ev.bursts is not None else None)
+    timed.flag_unstable(res, cfg)
+
+
+def _reward(ev: _Evaluation) -> None:
+    cfg, res = ev.cfg, ev.res
+    assert res.timing is not None and res.eager_timing is not None
+    t, te = res.timing.median_ms, res.eager_timing.median_ms
+    tc = res.compile_timing.median_ms if res.compile_timing else te  # compile unusable: eager stands in
+    bw = timed.bandwidth(ev.children.ref, res, cfg, ev.cache)
+    if ev.bursts is not None:  # the time that counts is the evaluator's clock's (trusted_time)
+        floor = sol_floor(ev.moved, bw)
+        v = timed.trusted_verdict(res, cfg, ev.bursts, ev.base, floor)
+        t = v.time_ms
+        faster = tt.milestones(v, te, tc)
+    else:
+        faster = (clearly_faster(t, te), clearly_faster(t, tc))
+    res.time_ms, res.eager_ms, res.compile_ms = t, te, (res.compile_timing.median_ms if res.compile_timing else None)
+    res.speedup_vs_eager = te / t if te and t > 0 else None
+    res.speedup_vs_compile = tc / t if tc and t > 0 else None
+    res.reward = milestone_from(*faster)
+    timed.speed_of_light(res, ev.moved, bw)
+    res.message = f"correct; {t:.4g} ms vs eager {te:.4g} ms and torch.compile {tc:.4g} ms; reward {res.reward}"
+    if res.reported_ms is not None and abs(res.reported_ms - t) > 1e-9 * t:
+        res.message += f" (the candidate reported {res.reported_ms:.4g} ms; the evaluator's clock decides)"
+
+
+def _shape_probe_last(ev: _Evaluation) -> None:
+    if ev.grown is not None:  # last: the reference may fail on grown inputs, and it is not needed after
+        assert ev.grow is not None
+        _shape_probe(ev.children.ref, ev.res, ev.cfg, ev.cand.task, ev.grown, ev.grow, ev.max_bytes)
+
+
+def _extra_baselines(ev: _Evaluation) -> None:
+    if baseline_set.extras(ev.cfg.baselines):  # issue 32: reported beside the reward, never in it; after all else
+        assert ev.gpu is not None and ev.base_req is not None
+        with timed.section(ev.res, ev.cfg, ev.gpu):
+            timed.extra_baselines(ev.cfg, ev.res, ev.children.ref, ev.base_req, ev.cache)
+
+
+def _book_share(share: gpu_lock.Share, res: EvalResult) -> None:
+    res.gpu_wait_s = round(res.gpu_wait_s + share.waited_s, 3)
+    if share.waited_s:  # the requests' waits for other evaluations' timings (a sub-key, as lock.exclusive)
+        res.phases_s["lock.shared"] = round(res.phases_s.get("lock.shared", 0.0) + share.waited_s, 3)
+    if share.missed:
+        res.findings.append(Finding("gpu-lock-timeout", f"waited {share.wait_s:.0f} s for the GPU's lock {share.missed} "
+                                    "time(s) and ran without it: another process's timing may be off", Severity.WARN))
+
+
+def _setup(cand: Candidate, cfg: EvalConfig, seeds: _Seeds, *, solution: P.Solution | None = None,
+           guard: bool = False, peer_io: Path | None = None) -> P.Setup:
+    return P.Setup(str(cand.root / "model.py"), seeds.init, cand.task.precision, cfg.device, str(cand.root),
+                   solution=solution, guard=guard, peer_io=str(peer_io) if peer_io is not None else None)
+
+
+def _build(ev: _Evaluation) -> None:
+    cand, cfg, gpu, res = ev.cand, ev.cfg, ev.gpu, ev.res
     t0 = time.monotonic()
     announce("compile")
     # the CPU lane's stand-in GPU has capability "0.0", which no nvcc accepts
@@ -249,7 +443,7 @@ def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalR
         calls = inline_build.find_calls((cand.root / "model_new.py").read_text(errors="replace"))
         if not calls:  # arguments that are not static: load_inline builds inside the candidate child
             res.defences["inline_build"] = "in the candidate child (load_inline arguments are not static)"
-            return _Built()
+            return
         built: dict[str, str] = {}
         notes: list[str] = []
         cached = True
@@ -262,18 +456,19 @@ def _build(cand: Candidate, cfg: EvalConfig, gpu: gpu_mod.GPU | None, res: EvalR
             cached &= b.cached
         res.cache["build"] = cached
         res.defences["inline_build"] = f"in the evaluator: {'; '.join(notes)}"
-        return _Built(inline=built)
+        ev.built = _Built(inline=built)
+        return
     b = build(cand.root, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, jobs=cfg.jobs, use_cache=cfg.use_cache,
               check_symbols=cfg.static_gate)
     res.cache["build"] = b.cached
     _built_or_stop(b, cfg, res, t0)
-    return _Built(so_path=b.so_path)
+    ev.built = _Built(so_path=b.so_path)
 
 
 def _built_or_stop(b: BuildResult, cfg: EvalConfig, res: EvalResult, t0: float) -> None:
     res.phases_s["compile"] = round(time.monotonic() - t0, 3)
     res.log = b.log
-    if b.findings:  # the post-build symbol check (eval/symbols.py): a rejection, not a compile error
+    if b.findings:  # the post-build symbol check (eval/checks/symbols.py): a rejection, not a compile error
         res.findings.extend(b.findings)
         f = b.findings[0]
         raise finish(res, Status.REJECTED, f"rejected by rule {f.rule} ({f.file}): {f.message}", b.log)
@@ -287,109 +482,13 @@ def _nbytes(rec: P.OutputRecord) -> int:
     return sum(m.nbytes for m in rec.meta)
 
 
-def _check_and_time(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, pair: warm.Pair,
-                    built: _Built, cache: KVCache | None, seeds: _Seeds, gpu: gpu_mod.GPU) -> None:
-    task, ref, cnd, io = cand.task, pair.ref, pair.cnd, pair.cnd_io
-    sol = P.Solution(str(cand.root / "model_new.py"), str(built.so_path) if built.so_path else None, built.inline)
-    load_budget = cfg.load_timeout + (cfg.compile_timeout if cand.kind == "single_file" and not built.inline else 0)
-    setup = _setup(cand, cfg, seeds, solution=sol, guard=cfg.runtime_guards)
-    # the candidate loads while the reference sets up and computes its outputs (they live in the
-    # reference's memory, not in files): when the build was quick (a pool's farm built it), the two
-    # set-ups overlap instead of following each other on the critical path
-    send(cnd, res, setup, "load")
-    t_setup = time.monotonic()
-    recv(ref, res, cfg.load_timeout, "reference", "setup", P.SetupReply)  # both queued by _start_reference
-    # the part of "reference" spent waiting for the reference child to start and build the task's model
-    # after the build: child start-up on the critical path (benchmarks/eval_throughput.py reports it)
-    _book(res, "reference.setup", t_setup)
-    ref_run = recv(ref, res, cfg.correctness_timeout, "reference", "run", P.RunReply)
-    ref_bytes = max(_nbytes(r) for r in ref_run.outputs)
-    moved = max(_nbytes(r) + r.in_nbytes for r in ref_run.outputs)
-    in_bytes = max(r.in_nbytes for r in ref_run.outputs)
-    max_bytes = 4 * ref_bytes + (1 << 20)  # a candidate writing gigabytes is cut off, not read
-    info = recv(cnd, res, load_budget, "load", "setup", P.SetupReply)
-    res.defences["runtime_guards"] = "on" if cfg.runtime_guards else "off"
-    for note in info.notes:
-        res.findings.append(Finding("state-dict-mismatch", note, Severity.WARN, "model_new.py"))
-    if cfg.phase == "compile":
-        res.message = "compiled and loaded"
-        raise Stop(res)
-    _verify(cfg, io, res, task, ref, cnd, seeds.correctness, max_bytes)
-    res.correct = True
-    if cfg.sanitize:
-        _sanitize(cand, cfg, tmp, res, dataclasses.replace(setup, guard=False), seeds.correctness[0], pair.cnd.share)
-    grow = P.Run([secrets.randbits(62)], "grow", out_dir=str(io), grow_seed=secrets.randbits(62))
-    probe = cfg.shape_probe and _probe_fits(cfg, io, res, ref_bytes)
-    if cfg.phase == "verify":
-        if probe:
-            t_probe = time.monotonic()
-            grown = _probe_reply(cnd.request(grow, cfg.correctness_timeout))
-            _book(res, "shape_probe", t_probe)
-            _shape_probe(ref, res, cfg, task, grown, grow, max_bytes)
-        res.message = f"correct on {len(seeds.correctness)} fresh input sets"
-        raise Stop(res)
-    treq = timed.time_request(cfg, seeds.timing, io)
-    base_req = dataclasses.replace(treq, out_dir=None, checked=[])
-    built = timed.build_compiled(cfg, res, ref, base_req, cache)  # a cache miss's torch.compile build: untimed
-    kind = timed.clock_kind(ref, res, cfg, cache) if cfg.trusted_clock else None
-    with timed.section(res, cfg, gpu):  # exclusive per physical GPU, across processes (gpu_lock)
-        reply_t = timed.time_candidate(cnd, res, cfg, treq)
-        bursts = timed.burst_candidate(cnd, res, cfg, in_bytes, kind) if kind is not None else None
-    # after timing: a candidate that fails on the grown inputs may leave its CUDA context unusable.
-    # It runs them while the reference checks the timed outputs; the baselines, timed, come after.
-    # The reference's runs for the checked timed calls come first, so that only the compares
-    # (one output at a time on the device) share the GPU with the candidate's doubled inputs.
-    timed.timed_references(ref, res, cfg, treq, reply_t.outputs)
-    if probe:
-        send(cnd, res, grow, "shape_probe")
-    timed.check_timed_outputs(ref, res, cfg, task, treq, reply_t.outputs, len(seeds.correctness), max_bytes)
-    t_probe = time.monotonic()
-    grown = _probe_reply(cnd.receive(cfg.correctness_timeout, "run")) if probe else None
-    if grown is not None:
-        _book(res, "shape_probe", t_probe)
-    # the candidate's process goes before any baseline is timed: work it left on the GPU dies with it
-    cnd.close()
-    if bursts is not None:
-        timed.check_burst_outputs(ref, res, cfg, task, bursts)
-    with timed.section(res, cfg, gpu):
-        timed.baselines(cfg, res, ref, base_req, cache, built)
-        assert res.eager_timing is not None
-        base = (timed.burst_baselines(ref, res, cfg, in_bytes, cache, timed.baseline_key(cfg, res, base_req), bursts.kind)
-                if bursts is not None else None)
-    timed.flag_unstable(res, cfg)
-    assert res.timing is not None and res.eager_timing is not None
-    t, te = res.timing.median_ms, res.eager_timing.median_ms
-    tc = res.compile_timing.median_ms if res.compile_timing else te  # compile unusable: eager stands in
-    bw = timed.bandwidth(ref, res, cfg, cache)
-    if bursts is not None:  # the time that counts is the evaluator's clock's (trusted_time)
-        floor = sol_floor(moved, bw)
-        v = timed.trusted_verdict(res, cfg, bursts, base, floor)
-        t = v.time_ms
-        faster = tt.milestones(v, te, tc)
-    else:
-        faster = (clearly_faster(t, te), clearly_faster(t, tc))
-    res.time_ms, res.eager_ms, res.compile_ms = t, te, (res.compile_timing.median_ms if res.compile_timing else None)
-    res.speedup_vs_eager = te / t if te and t > 0 else None
-    res.speedup_vs_compile = tc / t if tc and t > 0 else None
-    res.reward = milestone_from(*faster)
-    timed.speed_of_light(res, moved, bw)
-    res.message = f"correct; {t:.4g} ms vs eager {te:.4g} ms and torch.compile {tc:.4g} ms; reward {res.reward}"
-    if res.reported_ms is not None and abs(res.reported_ms - t) > 1e-9 * t:
-        res.message += f" (the candidate reported {res.reported_ms:.4g} ms; the evaluator's clock decides)"
-    if grown is not None:  # last: the reference may fail on grown inputs, and it is not needed after
-        _shape_probe(ref, res, cfg, task, grown, grow, max_bytes)
-    if baseline_set.extras(cfg.baselines):  # issue 32: reported beside the reward, never in it; after all else
-        with timed.section(res, cfg, gpu):
-            timed.extra_baselines(cfg, res, ref, base_req, cache)
-
-
 def sol_floor(moved: int, bw: float | None) -> float:
     """The task's speed-of-light time per call (ms), 0 when unknown."""
     return _sol_floor(moved, bw) if bw and moved else 0.0
 
 
 def _book(res: EvalResult, phase: str, t0: float) -> None:
-    """Add the wall seconds since t0 to `phase` of the result (waits that `exchange.recv` does not book)."""
+    """Add the wall seconds since t0 to `phase` of the result (waits that `channel.exchange.recv` does not book)."""
     res.phases_s[phase] = round(res.phases_s.get(phase, 0.0) + time.monotonic() - t0, 3)
 
 
@@ -454,7 +553,7 @@ def _verified(res: EvalResult, chk: CheckRecord, i: int) -> None:
 def _shape_probe(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, cand_rec: P.OutputRecord | str,
                  grow: P.Run, max_bytes: int) -> None:
     """Hardcoded shapes: the candidate must match the reference on one input set whose batch-like
-    dimension is doubled (`child.grow_inputs`). Skipped, with a note, when the reference itself
+    dimension is doubled (`child.state.grow_inputs`). Skipped, with a note, when the reference itself
     cannot run such inputs (its shapes are fixed by the task)."""
     t0 = time.monotonic()
     why = failure(ref.request(dataclasses.replace(grow, keep=True, out_dir=None), cfg.correctness_timeout))

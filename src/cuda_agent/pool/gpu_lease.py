@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from cuda_agent.eval.result import EvalResult
+from cuda_agent.eval.judge.result import EvalResult
 from cuda_agent.pool.jobs import EvalJob, HarnessError, run_gated
 from cuda_agent.sandbox.env import shared_lock_dir
 

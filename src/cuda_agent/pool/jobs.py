@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from cuda_agent.eval.config import EvalConfig, Phase
-from cuda_agent.eval.result import EvalResult, Status
+from cuda_agent.eval.judge.result import EvalResult, Status
 from cuda_agent.task.taskfile import Task
 
 # statuses of a compile-phase result after which running on a GPU cannot help (env_error: the

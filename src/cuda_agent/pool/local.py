@@ -9,18 +9,18 @@ Contract:
 - `LocalPool`: one worker process per device slot (`per_gpu` slots per
   visible GPU, default 1, each started with CUDA_VISIBLE_DEVICES set to its
   GPU; slots sharing a GPU overlap their untimed work and take turns timing,
-  through eval.gpu_lock) plus a CPU compile farm (workers with no GPU visible). A
+  through eval.timing.gpu_lock) plus a CPU compile farm (workers with no GPU visible). A
   workspace job for verify/profile is first built on the farm (phase
   "compile"); it reaches a GPU slot only after that, and its own build is then
   a build-cache hit, so GPUs never wait on nvcc. A candidate that fails there
   (compile error, rejected by static checks, compile timeout) gets that
   result and never takes a GPU. Compile-only jobs run on the farm only.
-  GPU slots evaluate with `spare_children` (eval.warm): each keeps the next
+  GPU slots evaluate with `spare_children` (eval.channel.children): each keeps the next
   job's two children starting while it finishes the current one.
 - `make_pool(ray=True)` or RAY_ADDRESS: `ray_pool.RayPool`, the same jobs as
   Ray tasks with GPU resources declared per task.
 - Both share the evaluator's caches under cache_root(): build objects,
-  baselines and whole results (cuda_agent.eval.cache).
+  baselines and whole results (cuda_agent.eval.judge.cache).
 - A `jobs.CallJob` (device work that is not an evaluation) runs on call
   workers: per visible GPU, round(1 / job.gpu_fraction) processes with only
   that GPU visible (created on first use); on a CPU pool, `call_workers`
@@ -47,7 +47,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
-from cuda_agent.eval.result import EvalResult
+from cuda_agent.eval.judge.result import EvalResult
 from cuda_agent.pool.jobs import GATE_STATUSES, CallJob, EvalJob, HarnessError, run_any, run_job
 
 __all__ = ["EvalJob", "HarnessError", "LocalPool", "Pool", "make_pool", "run_job", "visible_gpus"]

@@ -35,7 +35,7 @@ import os
 from concurrent.futures import Future
 from typing import Any
 
-from cuda_agent.eval.result import EvalResult
+from cuda_agent.eval.judge.result import EvalResult
 from cuda_agent.pool.gpu_lease import run_leased
 from cuda_agent.pool.jobs import CallJob, EvalJob, HarnessError, portable, run_any, run_gated
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from cuda_agent.env.toolbox import Evaluator
 from cuda_agent.eval.config import EvalConfig
-from cuda_agent.eval.result import EvalResult
+from cuda_agent.eval.judge.result import EvalResult
 from cuda_agent.pool.jobs import EvalJob
 from cuda_agent.pool.local import Pool
 from cuda_agent.task.taskfile import Task
@@ -81,7 +81,7 @@ def _make_pool() -> Pool:
 
 
 def evals_per_gpu() -> int:
-    """Evaluations sharing each GPU (their timings take turns; eval.gpu_lock): CUDA_AGENT_EVALS_PER_GPU,
+    """Evaluations sharing each GPU (their timings take turns; eval.timing.gpu_lock): CUDA_AGENT_EVALS_PER_GPU,
     else `pool.local.DEFAULT_PER_GPU` where a GPU is visible and 1 on a CPU-only machine."""
     from cuda_agent.pool.local import DEFAULT_PER_GPU, visible_gpus
 

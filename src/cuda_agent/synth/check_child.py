@@ -1,6 +1,6 @@
 """The filter's child process: runs one synthesized task and reports what it does.
 
-Started by `device_job` through `eval.procs.Child` (`python -m
+Started by `device_job` through `eval.channel.processes.Child` (`python -m
 cuda_agent.synth.check_child --fd-in A --fd-out B`); one JSON command per
 line in, one JSON reply per line out (`--warm-cuda`: start CUDA before the
 first). Commands:
@@ -10,15 +10,15 @@ first). Commands:
   or `ok: false` with the error (also for non-tensor, non-float, NaN/Inf or
   empty outputs). A later `load` replaces the task (re-shaping).
 - `checks` {seeds, fixed_seed, atol, rtol}: stochasticity (random ATen ops in
-  `eval.runtime_checks.OpLog`; two calls on one input under different RNG
-  states, compared at 1e-5) and anti-hack (`eval.negative_controls.run_controls`
+  `eval.child.guards.OpLog`; two calls on one input under different RNG
+  states, compared at 1e-5) and anti-hack (`eval.checks.negative_controls.run_controls`
   with the task's tolerances, the same controls as `lint-task`).
 - `time` {compiled, max_calls, budget_s}: median time per call, warm-up
-  first; the event clock with an L2 flush on the GPU (`eval.timing.make_clock`),
+  first; the event clock with an L2 flush on the GPU (`eval.timing.events.make_clock`),
   the host clock on the CPU.
 - `compile_check` {seeds, atol, rtol}: `torch.compile` (default mode), its
   outputs against eager on each seed with the task's tolerances.
-GPU sections take the evaluator's per-GPU lock (`eval.gpu_lock` in `lock_dir`):
+GPU sections take the evaluator's per-GPU lock (`eval.timing.gpu_lock` in `lock_dir`):
 shared for runs, exclusive for timing, so filter jobs (and evaluations using the
 same lock dir) never run on a GPU while another times there; its gate lets a
 timing in ahead of shared takers that come later.
@@ -51,12 +51,12 @@ from typing import Any
 
 import torch
 
-from cuda_agent.eval import gpu_lock as eval_gpu_lock
-from cuda_agent.eval.compare import compare_outputs
+from cuda_agent.eval.checks.negative_controls import run_controls
+from cuda_agent.eval.child.guards import OpLog
 from cuda_agent.eval.gpu import detect as detect_gpu
-from cuda_agent.eval.negative_controls import run_controls
-from cuda_agent.eval.runtime_checks import OpLog
-from cuda_agent.eval.timing import make_clock
+from cuda_agent.eval.judge.compare import compare_outputs
+from cuda_agent.eval.timing import gpu_lock as eval_gpu_lock
+from cuda_agent.eval.timing.events import make_clock
 
 RANDOM_OP_WORDS = ("rand", "bernoulli", "dropout", "normal", "uniform", "multinomial", "exponential", "geometric",
                    "cauchy", "log_normal", "poisson", "rrelu")
@@ -80,7 +80,7 @@ LOCK_WAIT_S = 24 * 3600.0
 
 @contextmanager
 def gpu_lock(st: State, exclusive: bool):
-    """The evaluator's per-GPU lock (eval.gpu_lock: shared for runs, exclusive for timing, a gate so a
+    """The evaluator's per-GPU lock (eval.timing.gpu_lock: shared for runs, exclusive for timing, a gate so a
     timing is not starved by runs taken in turns), so filter jobs and evaluations that share a lock
     dir and a GPU exclude each other's timing too."""
     if not st.lock_dir:

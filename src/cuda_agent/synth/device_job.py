@@ -41,8 +41,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.eval import gpu_lock
-from cuda_agent.eval.warm import SpareSlot
+from cuda_agent.eval.channel.children import SpareSlot
+from cuda_agent.eval.timing import gpu_lock
 from cuda_agent.synth.records import Verdict
 from cuda_agent.synth.reshape import scale_batch
 
@@ -169,7 +169,7 @@ class TaskCheckJob:
     def _ask(self, child: Any, stage: str, msg: dict[str, Any], timeout: float, book: str = "") -> dict[str, Any]:
         """The child's reply to `msg`; its wait is booked in `stage_s[book or stage]`, a failure is a
         verdict of `stage`."""
-        from cuda_agent.eval.procs import ChildFailure
+        from cuda_agent.eval.channel.processes import ChildFailure
 
         t0 = time.monotonic()
         reply = child.request_raw(msg, timeout)
@@ -286,8 +286,8 @@ def _key(s: FilterSettings, precision: str) -> tuple[Any, ...]:
 
 
 def _start_child(s: FilterSettings, precision: str) -> _Box:
-    from cuda_agent.eval.procs import Child
-    from cuda_agent.eval.warm import child_dirs, child_env
+    from cuda_agent.eval.channel.children import child_dirs, child_env
+    from cuda_agent.eval.channel.processes import Child
     from cuda_agent.sandbox import profile_for
 
     tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-synth-"))

@@ -7,7 +7,7 @@ output shapes, the task code, and labels for what makes a seed unusable for
 composition (see `records.LABELS`):
 - `fails`: no rank ran (the last error is kept);
 - `integer_inputs`: it ran only on an int64 index input;
-- `stochastic`: the ATen op log (`eval.runtime_checks.OpLog`) shows a random
+- `stochastic`: the ATen op log (`eval.child.guards.OpLog`) shows a random
   op, or two calls on the same input under different RNG states differ;
 - `in_place`: the call changed its input;
 - `input_independent`: a second input draw gives the same output (zeros_like);
@@ -78,7 +78,7 @@ def run_task_code(code: str, rng_seed: int = 0, timeout_s: float = 10.0) -> dict
     states and once under the op log. Returns a dict of what happened (raises on failure)."""
     import torch
 
-    from cuda_agent.eval.runtime_checks import OpLog
+    from cuda_agent.eval.child.guards import OpLog
 
     ns: dict[str, Any] = {"__name__": "synth_probe"}
     with _deadline(timeout_s):

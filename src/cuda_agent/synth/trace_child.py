@@ -1,6 +1,6 @@
 """The tracing child: turns task sources into op graphs (`opgraph.trace_source`) on the meta device.
 
-Started by `tracing` through `eval.procs.Child` (`python -m
+Started by `tracing` through `eval.channel.processes.Child` (`python -m
 cuda_agent.synth.trace_child --fd-in A --fd-out B`), inside the evaluator's
 sandbox: composed code may come from an LLM, and tracing executes it (the
 module, `Model.__init__`, `get_inputs`, `forward`). One JSON command per line

@@ -83,8 +83,8 @@ class _Worker:
         self.tmp: Path | None = None
 
     def _start(self) -> None:
-        from cuda_agent.eval.procs import Child
-        from cuda_agent.eval.warm import child_dirs, child_env
+        from cuda_agent.eval.channel.children import child_dirs, child_env
+        from cuda_agent.eval.channel.processes import Child
         from cuda_agent.sandbox import profile_for
 
         self.close()
@@ -97,7 +97,7 @@ class _Worker:
 
     def trace(self, source: str, name: str, timeout_s: float) -> tuple[dict[str, Any] | None, str, bool]:
         """(graph JSON, error, deterministic): a failure of the child itself is not deterministic."""
-        from cuda_agent.eval.procs import ChildFailure
+        from cuda_agent.eval.channel.processes import ChildFailure
 
         if self.child is None or not self.child.alive():
             self._start()

@@ -59,7 +59,7 @@ def template_text(name: str) -> str:
 def tool_script(phase: str) -> str:
     # The interpreter that created the workspace runs the tool, so the tool works
     # without cuda-agent on PATH (e.g. inside the agent's sandboxed shell). tools/profile adds the
-    # expert profile (eval.expert_profile: per-kernel counters, roofline) after the evaluation's text.
+    # expert profile (eval.profile.expert: per-kernel counters, roofline) after the evaluation's text.
     return (
         "#!/bin/sh\n"
         f"# cuda-agent tool: {phase}. Protected; runs the trusted evaluator on this workspace.\n"

