@@ -80,6 +80,8 @@ def evaluator_fingerprint() -> str:
     h = hashlib.sha256(EVAL_VERSION.encode())
     pkg = Path(__file__).resolve().parents[1]
     for p in sorted([*pkg.glob("eval/**/*.py"), *pkg.glob("task/*.py"), *pkg.glob("task/templates/*")]):
+        if not p.is_file():  # a __pycache__ that compileall or a non-editable install leaves beside the templates
+            continue
         h.update(p.relative_to(pkg).as_posix().encode() + p.read_bytes())
     return h.hexdigest()[:12]
 
