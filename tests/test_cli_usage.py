@@ -43,7 +43,7 @@ def _one_line(p: subprocess.CompletedProcess, code: int = 2) -> str:
 @RO
 @pytest.mark.parametrize("argv", [
     ("init", TASK, "-o", "{ro}/ws"),
-    ("bench", "examples", "--solutions", str(ROOT / "examples"), "-o", "{ro}/run", "-q"),
+    pytest.param(("bench", "examples", "--solutions", str(ROOT / "examples"), "-o", "{ro}/run", "-q"), marks=pytest.mark.slow),
     ("optimize", TASK, "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "-o", "{ro}/opt"),
 ])
 def test_output_on_a_read_only_file_system(tmp_path, cache_env, argv):
@@ -204,6 +204,7 @@ def test_compile_phase_does_not_claim_a_verdict(tmp_path):
     assert "correct: not checked" in result_text(EvalResult(status=Status.NO_GPU, reward=None, correct=False))
 
 
+@pytest.mark.slow
 def test_pytest_collect_only_prints_the_count():
     p = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "tests/test_metrics.py"], cwd=ROOT, env=_env(),
                        capture_output=True, text=True)

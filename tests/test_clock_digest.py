@@ -74,6 +74,7 @@ def test_short_outputs_stay_dense_and_an_unknown_digest_is_refused():
         _weight_buffers([8], torch.device("cpu"), "sparse")
 
 
+@pytest.mark.slow
 def test_its_variance_is_the_errors_squared_norm_like_the_dense_digest():
     """E over the weights of digest(e)^2 = |e|^2 for both digests: the tolerance scale keeps its meaning."""
     g = torch.Generator().manual_seed(0)
@@ -85,6 +86,7 @@ def test_its_variance_is_the_errors_squared_norm_like_the_dense_digest():
         assert sum(sq) / len(sq) == pytest.approx(norm2, rel=0.2), digest
 
 
+@pytest.mark.slow
 def test_honest_outputs_pass_and_wrong_or_skipped_ones_fail_as_often_as_with_dense_weights():
     """Over 200 weight draws: an honest output (errors well within atol/rtol) always passes; an output
     with all work skipped, or one element in seven off by 5, fails nearly always, and the rank-one digest

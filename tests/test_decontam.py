@@ -217,6 +217,7 @@ def test_op_graphs_from_a_child_are_validated():
             OpGraph.from_json(bad)
 
 
+@pytest.mark.slow
 def test_tracing_children_survive_hangs_and_deaths_and_cache_references(tmp_path):
     ok = task("        return torch.tanh(x)")
     hang = task("        while True:\n            pass")
@@ -232,6 +233,7 @@ def test_tracing_children_survive_hangs_and_deaths_and_cache_references(tmp_path
     assert len(list((tmp_path / "c").glob("*.json"))) == 2
 
 
+@pytest.mark.slow
 def test_a_timeout_neither_poisons_the_child_nor_spends_the_import_of_the_next_task():
     # tracing's first call imports torch._dynamo (~3 s here); the child pays it before its first task,
     # so a 1 s budget suffices from the first task on (before, an alarm inside that import left the
@@ -245,6 +247,7 @@ def test_a_timeout_neither_poisons_the_child_nor_spends_the_import_of_the_next_t
     assert got[1].graph is not None and got[1].graph.op_labels() == ["tanh"], got[1]
 
 
+@pytest.mark.slow
 def test_decontaminator_uses_the_syntactic_measure_only_where_a_graph_is_missing(tmp_path, cache_env):
     refs = [(p.parent.name, p.read_text()) for p in sorted(ROOT.glob("examples/*/task.py"))]
     # a reference that cannot be traced here (a missing module): only the AST measure can compare with it

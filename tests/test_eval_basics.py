@@ -159,6 +159,7 @@ def test_split_build_recompiles_only_the_edited_kernel(tmp_path, cache_env):
 
 
 @pytest.mark.skipif(not HAS_NVCC, reason="nvcc not installed")
+@pytest.mark.slow
 def test_compile_error_is_reported_with_the_compiler_output(tmp_path, cache_env):
     ws = init_workspace(Task.from_file(LANE / "task.py"), tmp_path / "ws")
     (ws / "kernels/bad.cu").write_text("__global__ void k(float* x) { x[0] = undefined_symbol; }\n")

@@ -294,7 +294,7 @@ def test_gpu_path_with_counters_and_cached_ceilings(workspace, monkeypatch, tmp_
 @pytest.mark.parametrize("body, expect", [
     ("echo '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters'; "
      "exit 1", "refused: ERR_NVGPUCTRPERM"),
-    ("sleep 60", "ncu timed out after"),
+    pytest.param("sleep 60", "ncu timed out after", marks=pytest.mark.slow),
     (None, "ncu (Nsight Compute) is not installed here"),
 ])
 def test_gpu_path_without_counters_says_why(workspace, monkeypatch, tmp_path, body, expect):

@@ -67,6 +67,7 @@ def test_a_single_file_solution_is_built_once_in_the_parent(tmp_path, cache_env)
     assert broken.status is Status.COMPILE_ERROR and broken.reward == -1 and "cpp_sources" in broken.log
 
 
+@pytest.mark.slow
 def test_the_compile_phase_needs_no_gpu_for_a_static_single_file(tmp_path, cache_env):
     task = Task.from_file(LANE / "task.py")
     r = evaluate_single_file(task, Path(LANE / "solution_inline.py"), config=cpu_cfg(), phase="compile")

@@ -63,6 +63,7 @@ def test_the_hf_rollout_on_gpus_reaches_the_workers_of_a_cluster(model, tmp_path
     assert "VERL_USE_EXTERNAL_MODULES" not in (OmegaConf.select(vllm, "ray_kwargs.ray_init.runtime_env.env_vars") or {})
 
 
+@pytest.mark.slow
 def test_written_config_loads_through_verls_entry_point(model, tmp_path):
     out = write("ppo", tmp_path / "ppo.yaml", model=model, train=str(tmp_path / "t.parquet"))
     p = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(tmp_path), "--config-name",

@@ -46,6 +46,7 @@ def test_wrapper_names_the_check_and_log_and_refuses_unknown_checks(tmp_path):
         sanitize.wrap("/opt/cs", "initcheck_typo", tmp_path / "x.log")
 
 
+@pytest.mark.slow
 def test_without_a_gpu_the_lane_warns_and_the_verdict_stands(tmp_path, cache_env):
     plain = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(), phase="verify")
     lane = evaluate_workspace(make_ws(tmp_path, name="ws2"), config=cpu_cfg(sanitize=True), phase="verify")

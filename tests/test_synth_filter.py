@@ -88,6 +88,7 @@ def refs() -> list[tuple[str, str]]:
     return [(p.parent.name, p.read_text()) for p in sorted(ROOT.glob("examples/*/task.py"))]
 
 
+@pytest.mark.slow
 def test_each_stage_rejects_the_candidate_it_exists_for(tmp_path, cache_env):
     codes = {**CRAFTED, "renamed_copy": renamed_reference(), "duplicate": CRAFTED["too_fast"].replace("x)", "y)")
              .replace("(x", "(y").replace("* x", "* y")}
@@ -125,6 +126,7 @@ def test_each_stage_rejects_the_candidate_it_exists_for(tmp_path, cache_env):
     assert load_suite(out).counts() == {"torch#1": (1, 0)}
 
 
+@pytest.mark.slow
 def test_a_killed_filter_resumes_and_evaluates_no_candidate_twice(tmp_path, cache_env):
     codes = {f"k{i}": task("", f"        return torch.tanh(x) * {i + 2}.0 + x", batch=64, dims="256")
              for i in range(6)}
@@ -163,6 +165,7 @@ def test_filter_cli_refuses_cuda_without_a_gpu(tmp_path):
     assert main(["synth", "filter", str(tmp_path / "c.jsonl"), "-o", str(tmp_path / "t.jsonl")]) == 2
 
 
+@pytest.mark.slow
 def test_a_candidates_code_runs_in_the_sandbox(tmp_path, cache_env):
     """Composed code may come from an LLM: the filter runs it with the candidate's treatment. A
     task that writes outside its own dirs fails there (read-only file system) and the file never
@@ -188,6 +191,7 @@ def test_a_candidates_code_runs_in_the_sandbox(tmp_path, cache_env):
     assert r.sandbox == "off" and r.passed and target.read_text() == "x"
 
 
+@pytest.mark.slow
 def test_the_next_job_gets_a_spare_child_that_has_run_nothing(tmp_path, cache_env, monkeypatch):
     """A pool worker starts the next job's child while a job runs (its torch import and CUDA
     start-up leave the critical path); a child that ran a task is closed with that job."""

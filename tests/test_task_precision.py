@@ -78,6 +78,7 @@ def test_undeclared_bf16_task_is_bf16_from_its_inputs():
                                       "(the bf16 defaults)")
 
 
+@pytest.mark.slow
 def test_fp16_fp64_and_scalar_inputs():
     fp16 = Task.from_source(task_source("[torch.randn(64, 64).half(), 0.5]", args="x, s"))
     assert (fp16.precision, fp16.atol) == ("fp16", 2e-2)
@@ -86,6 +87,7 @@ def test_fp16_fp64_and_scalar_inputs():
     assert (fp64.precision, fp64.atol, fp64.precision_source) == ("fp64", 1e-5, "inferred from inputs: float64 x1")
 
 
+@pytest.mark.slow
 def test_mixed_task_takes_the_lowest_and_says_why():
     # fp32 parameters (an RMSNorm-like weight) with bf16 inputs on the GPU: the kernel must read bf16
     src = task_source('[torch.randn(8, 4096, dtype=torch.bfloat16, device="cuda")]',
@@ -100,6 +102,7 @@ def test_mixed_task_takes_the_lowest_and_says_why():
     assert out.precision == "bf16" and "outputs: bfloat16 x1" in out.precision_source
 
 
+@pytest.mark.slow
 def test_explicit_precision_wins_and_tolerances_can_be_declared():
     src = (SILU / "task.py").read_text()
     t = Task.from_source(src + '\nPRECISION = "fp32"\n')
@@ -110,6 +113,7 @@ def test_explicit_precision_wins_and_tolerances_can_be_declared():
     assert t.describe_precision().endswith("atol 0.001 rtol 0.05 (ATOL declared, the other the bf16 default)")
 
 
+@pytest.mark.slow
 def test_int_index_tasks_keep_fp32_rules():
     bag = Task.from_file(BAG / "task.py")  # names no float dtype: fp32 without running anything
     assert (bag.precision, bag.precision_source) == ("fp32", precision.DEFAULT)
@@ -123,6 +127,7 @@ def test_int_index_tasks_keep_fp32_rules():
     assert ints.precision == "fp32" and ints.precision_source.startswith("default: no floating-point tensors (inputs: int64")
 
 
+@pytest.mark.slow
 def test_huge_task_is_inferred_without_allocating_it():
     # 2^40 fp16 elements (2 TB) as an input and a 2^36-element bf16 parameter (128 GB): meta tensors only
     src = task_source("[torch.randn(1 << 20, 1 << 20, dtype=torch.float16, device='cuda').cuda()]",
