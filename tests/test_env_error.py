@@ -13,7 +13,7 @@ from conftest import ROOT
 
 from cuda_agent.eval.api import evaluate_workspace
 from cuda_agent.eval.build import env_check
-from cuda_agent.eval.build import workspace as build_mod
+from cuda_agent.eval.build import toolchain as toolchain_mod
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.judge.result import EvalResult, Status
 from cuda_agent.pool.jobs import GATE_STATUSES
@@ -78,7 +78,7 @@ def test_a_header_the_machine_has_is_not_an_environment_problem(fake_tc):
 
 def test_missing_compiler_and_library(fake_tc):
     tc, _ = fake_tc
-    r = env_check.classify(_compile_error(f"{build_mod.CANNOT_RUN} {tc.nvcc}: No such file or directory\n"))
+    r = env_check.classify(_compile_error(f"{toolchain_mod.CANNOT_RUN} {tc.nvcc}: No such file or directory\n"))
     assert r.status is Status.ENV_ERROR and "CUDA toolkit" in r.message
     load = EvalResult(status=Status.RUNTIME_ERROR, reward=-1, correct=False,
                       message="load: the candidate raised ImportError", log="undefined symbol: cublasLtMatmul")
@@ -100,8 +100,9 @@ def test_cublaslt_example_without_the_wheel(tmp_path, cache_env, monkeypatch):
     nvidia-cublas wheel's include dir hidden from the toolchain, the build cannot find it."""
     if any(Path(d, "cublasLt.h").is_file() for d in ("/usr/include", "/usr/local/include", "/usr/local/cuda/include")):
         pytest.skip("this machine has cublasLt.h outside the wheel; it cannot be hidden")
-    monkeypatch.setattr(build_mod, "_nvidia_wheel_dirs", lambda: ([], []))
-    build_mod.toolchain.cache_clear()
+    # toolchain() looks the wheel dirs up in its own module, for the build, env_check and the symbol check alike
+    monkeypatch.setattr(toolchain_mod, "_nvidia_wheel_dirs", lambda: ([], []))
+    toolchain_mod.toolchain.cache_clear()
     try:
         ex = ROOT / "examples" / "linear_bias_relu"
         ws = init_workspace(Task.from_file(ex / "task.py"), tmp_path / "ws")
@@ -113,4 +114,4 @@ def test_cublaslt_example_without_the_wheel(tmp_path, cache_env, monkeypatch):
         again = evaluate_workspace(ws, config=EvalConfig(device="cpu", compile_baseline=False), phase="compile")
         assert again.status is Status.ENV_ERROR and not again.cache.get("result")  # never cached
     finally:
-        build_mod.toolchain.cache_clear()
+        toolchain_mod.toolchain.cache_clear()

@@ -176,15 +176,22 @@ def test_compile_that_never_ends_is_killed(tmp_path, cache_env, monkeypatch):
     (fake / "nvcc").write_text("#!/bin/sh\nsleep 600 & sleep 600\n")  # a child too: the group must die
     (fake / "nvcc").chmod(0o755)
     from cuda_agent.eval.build import workspace as build_mod
+    from cuda_agent.eval.build.toolchain import Toolchain
 
-    monkeypatch.setattr(build_mod, "toolchain", lambda arch: build_mod.Toolchain(
-        nvcc=str(fake / "nvcc"), cxx=str(fake / "nvcc"), cuda_home="", include_dirs=(), lib_dirs=(),
-        torch_libs=(), defines=(), arch=arch, versions="fake"))
+    used = []
+
+    def fake_toolchain(arch):
+        used.append(arch)
+        return Toolchain(nvcc=str(fake / "nvcc"), cxx=str(fake / "nvcc"), cuda_home="", include_dirs=(), lib_dirs=(),
+                         torch_libs=(), defines=(), arch=arch, versions="fake")
+
+    monkeypatch.setattr(build_mod, "toolchain", fake_toolchain)  # where build() looks it up
     import time
 
     t0 = time.monotonic()
     r = build(ws, cache_env / "build", arch="9.0", timeout=2)
     assert not r.ok and r.timed_out and time.monotonic() - t0 < 30
+    assert used == ["9.0"]  # the fake compiler ran, not the machine's
 
 
 # ---------------------------------------------------------------- CLI

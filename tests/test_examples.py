@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from cuda_agent.eval.build.workspace import build, toolchain
+from cuda_agent.eval.build.toolchain import toolchain
+from cuda_agent.eval.build.workspace import build
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import copy_solution, init_workspace
 

@@ -27,12 +27,9 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "cuda_agent"
 
-# circle (its modules) -> why it is still here
-KNOWN: dict[frozenset[str], str] = {
-    frozenset({"cuda_agent.eval.build.workspace", "cuda_agent.eval.checks.symbols"}):
-        "build.workspace.build runs checks.symbols.check; symbols derives the pristine binding's objects with build's "
-        "toolchain and compiler: the toolchain's own module (issue 33) cuts it",
-}
+# circle (its modules) -> why it is still here; none now (the last, build.workspace <-> checks.symbols, was cut
+# by moving the toolchain into build/toolchain.py)
+KNOWN: dict[frozenset[str], str] = {}
 
 
 def module_files(src: Path = SRC) -> dict[str, Path]:

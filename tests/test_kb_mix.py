@@ -187,7 +187,7 @@ def test_model_new_has_the_reference_constructor_and_parameters(task, monkeypatc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 @pytest.mark.parametrize("cand", CANDIDATES, ids=cid)
 def test_every_kernel_compiles_with_nvcc(cand, tmp_path):
-    from cuda_agent.eval.build.workspace import toolchain
+    from cuda_agent.eval.build.toolchain import toolchain
 
     t, variant = cand
     d = MIX_DIR / t["dir"] / variant

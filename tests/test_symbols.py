@@ -15,7 +15,8 @@ import pytest
 from conftest import ROOT
 
 from cuda_agent.eval.build import single_file as inline_build
-from cuda_agent.eval.build.workspace import build, toolchain
+from cuda_agent.eval.build.toolchain import _unit_key, toolchain
+from cuda_agent.eval.build.workspace import build
 from cuda_agent.eval.checks import symbols
 from cuda_agent.eval.judge.result import Severity
 from cuda_agent.task import Task
@@ -212,8 +213,6 @@ def test_the_derived_allowlist_covers_the_builtin_and_the_examples(tmp_path, cac
             continue
         assert r.ok, r.log[-2000:]
         tc = toolchain("9.0")
-        from cuda_agent.eval.build.workspace import _unit_key
-
         for src in [*sorted((ws / "kernels").glob("*.cpp")), *sorted((ws / "kernels").glob("*.cu"))]:
             objects.append((str(src), src.name, cache / "objects" / f"{_unit_key(tc, src, ws.resolve())}.o"))
     assert objects
@@ -222,8 +221,6 @@ def test_the_derived_allowlist_covers_the_builtin_and_the_examples(tmp_path, cac
     pristine.mkdir()
     for name in ("binding.cpp", "binding_registry.h"):
         (pristine / name).write_text(template_text(name))
-    from cuda_agent.eval.build.workspace import _unit_key
-
     obj = cache / "objects" / f"{_unit_key(toolchain('9.0'), pristine / 'binding.cpp', pristine)}.o"
     assert obj.is_file()  # compiled by the derivation, under the build's own key
     assert symbols.check([("binding.cpp", "binding.cpp", obj)], "single_file", cache_dir=None, arch="9.0", deadline=0,

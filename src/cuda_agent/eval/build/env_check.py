@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_agent.eval.build.workspace import CANNOT_RUN, toolchain
+from cuda_agent.eval.build.toolchain import CANNOT_RUN, toolchain
 from cuda_agent.eval.judge.result import EvalResult, Status
 
 # "<file>:<line>:<col>: fatal error: <header>: No such file or directory", the whole line: a file

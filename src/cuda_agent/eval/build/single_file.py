@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_agent.eval.build import split as inline_split
-from cuda_agent.eval.build.workspace import BuildResult, rejected_build, toolchain
+from cuda_agent.eval.build.toolchain import toolchain
+from cuda_agent.eval.build.workspace import BuildResult, rejected_build
 from cuda_agent.eval.channel.processes import run_command, tail
 from cuda_agent.eval.checks import symbols
 

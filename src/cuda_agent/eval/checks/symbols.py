@@ -25,8 +25,8 @@ Each finding names the object and the symbols. Version suffixes (`dlsym@GLIBC_2.
 The allowlist: `BUILTIN` holds the sets measured for torch 2.13 / g++ 12 (`derive` printed them). An
 object whose Python-facing symbols are all in it passes at once; only an object that needs something
 outside it makes the evaluator derive the sets for its own toolchain: the probe binding and the pristine
-binding.cpp compiled once with the build's own command (`Toolchain.cxx_cmd`, objects in the build's
-content-keyed cache, the pristine one shared with every workspace build), their symbols kept in
+binding.cpp compiled once with the build's own command (`Toolchain.cxx_cmd` of `build/toolchain.py`, objects in
+the build's content-keyed cache, the pristine one shared with every workspace build), their symbols kept in
 `<cache>/symbols/allow-<key>.json` (key: the toolchain fingerprint, which includes the torch and compiler
 versions, and the probe's and templates' text). So a newer torch whose headers need more is not rejected
 for it, and a renamed interpreter call is rejected on every toolchain. A probe that cannot be built
@@ -56,7 +56,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-from cuda_agent.eval.build import workspace as build_mod
+from cuda_agent.eval.build import toolchain as toolchain_mod
 from cuda_agent.eval.checks.static_cpp_symbols import CUDA_API
 from cuda_agent.eval.judge.result import Finding, Severity
 
@@ -298,7 +298,7 @@ def python_facing(names: Iterable[str], bridge: frozenset[str]) -> set[str]:
 # the allowlist derived from the pristine infrastructure
 # ---------------------------------------------------------------------------------------------
 
-def _allow_key(tc: build_mod.Toolchain) -> str:
+def _allow_key(tc: toolchain_mod.Toolchain) -> str:
     from cuda_agent.task.workspace import template_text
 
     text = tc.fingerprint + PROBE_BINDING + template_text("binding.cpp") + template_text("binding_registry.h")
@@ -311,7 +311,7 @@ def derive(cache_dir: Path, *, arch: str, deadline: float) -> dict[str, frozense
     does not build."""
     from cuda_agent.task.workspace import template_text
 
-    tc = build_mod.toolchain(arch)
+    tc = toolchain_mod.toolchain(arch)
     key = _allow_key(tc)
     d = cache_dir / "symbols"
     out = d / f"allow-{key}.json"
@@ -325,7 +325,7 @@ def derive(cache_dir: Path, *, arch: str, deadline: float) -> dict[str, frozense
     return {layout: frozenset(data[layout]) for layout in LAYOUTS}
 
 
-def _derive_into(out: Path, root: Path, objdir: Path, tc: build_mod.Toolchain, template_text, deadline: float) -> None:  # noqa: ANN001
+def _derive_into(out: Path, root: Path, objdir: Path, tc: toolchain_mod.Toolchain, template_text, deadline: float) -> None:  # noqa: ANN001
     from concurrent.futures import ThreadPoolExecutor
 
     (root / "kernels").mkdir(parents=True, exist_ok=True)
@@ -336,11 +336,11 @@ def _derive_into(out: Path, root: Path, objdir: Path, tc: build_mod.Toolchain, t
     units = [root / "binding.cpp", root / "kernels" / "probe_binding.cpp"]
 
     def compile_one(src: Path) -> Path:
-        obj = objdir / f"{build_mod._unit_key(tc, src, root)}.o"  # the build's own key: binding.cpp's object is shared
+        obj = objdir / f"{toolchain_mod._unit_key(tc, src, root)}.o"  # the build's own key: binding.cpp's object is shared
         if obj.exists():
             return obj
         tmp = obj.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.o")
-        r = build_mod._run_compiler(tc.cxx_cmd(src, tmp, root), timeout=max(deadline - time.monotonic(), 60), cwd=root)
+        r = toolchain_mod._run_compiler(tc.cxx_cmd(src, tmp, root), timeout=max(deadline - time.monotonic(), 60), cwd=root)
         if r.returncode != 0:
             tmp.unlink(missing_ok=True)
             raise RuntimeError(f"the symbol probe {src.name} did not build: {r.output.strip()[-300:]}")
@@ -366,7 +366,7 @@ def check(objects: Iterable[tuple[str, str, Path]], layout: str, *, cache_dir: P
     """REJECT findings for candidate objects given as (source file for the finding, the unit's name in
     its message, object path). `allowed` replaces the allowlist (tests); otherwise BUILTIN[layout], then
     the derived set where an object needs more (not derived without a `cache_dir`)."""
-    bridge = torch_python_exports(build_mod.toolchain(arch).lib_dirs) if allowed is None else frozenset()
+    bridge = torch_python_exports(toolchain_mod.toolchain(arch).lib_dirs) if allowed is None else frozenset()
     base = BUILTIN[layout] if allowed is None else allowed
     derived: frozenset[str] | None = None
     why_not = ""

@@ -28,7 +28,7 @@ import json
 import os
 
 from cuda_agent.eval import gpu as gpu_mod
-from cuda_agent.eval.build.workspace import toolchain_id
+from cuda_agent.eval.build.toolchain import toolchain_id
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.judge.result import Finding
 

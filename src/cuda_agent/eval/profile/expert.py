@@ -330,7 +330,8 @@ def profile_workspace(workdir: str | Path, *, task: Any = None, settings: Profil
 
 def _profile(workdir: Path, task: Any, st: ProfileSettings) -> ExpertProfile:
     from cuda_agent.eval import gpu as gpu_mod
-    from cuda_agent.eval.build.workspace import build, toolchain
+    from cuda_agent.eval.build.toolchain import toolchain
+    from cuda_agent.eval.build.workspace import build
     from cuda_agent.eval.channel.children import scratch_dir
     from cuda_agent.task.workspace import cache_root, stage
 
