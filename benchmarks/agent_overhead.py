@@ -33,13 +33,24 @@ def episode(turns: int, tool: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp, serving(script) as srv:
         client = ChatClient(ClientConfig(model="scripted", base_url=srv.base_url), sleep=lambda s: None)
         t0 = time.monotonic()
-        s = run_episode(Task.from_file(ROOT / "examples/diag_matmul/task.py"), Path(tmp) / "run", client,
-                        AgentConfig(max_turns=turns + 5, bash_timeout_s=10), evaluator=lambda ws, phase: None)
+        s = run_episode(
+            Task.from_file(ROOT / "examples/diag_matmul/task.py"),
+            Path(tmp) / "run",
+            client,
+            AgentConfig(max_turns=turns + 5, bash_timeout_s=10),
+            evaluator=lambda ws, phase: None,
+        )
         wall = time.monotonic() - t0
         traj = load_trajectory(Path(tmp) / "run")
     llm = sum(m.get("latency_s", 0.0) for m in traj.message_meta if m)
     tools = sum(m.get("elapsed_s", 0.0) for m in traj.message_meta if m)
-    return {"turns": s.turns, "wall_s": wall, "llm_s": llm, "tool_s": tools, "overhead_ms_per_turn": 1e3 * (wall - llm - tools) / s.turns}
+    return {
+        "turns": s.turns,
+        "wall_s": wall,
+        "llm_s": llm,
+        "tool_s": tools,
+        "overhead_ms_per_turn": 1e3 * (wall - llm - tools) / s.turns,
+    }
 
 
 def main() -> int:

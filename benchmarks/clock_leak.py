@@ -62,8 +62,14 @@ def main() -> int:
         h = hon[0]
         claim = h["compile_ms"] / h["reported_ms"] if h.get("reported_ms") else float("nan")
         # every honest run's clock speedup over torch.compile: their spread is the clock's noise at this size
-        clock = ",".join(f"{r['trusted_compile_ms'] / r['trusted_ms']:.3f}" for r in hon
-                         if r.get("trusted_ms") and r.get("trusted_compile_ms")) or "-"
+        clock = (
+            ",".join(
+                f"{r['trusted_compile_ms'] / r['trusted_ms']:.3f}"
+                for r in hon
+                if r.get("trusted_ms") and r.get("trusted_compile_ms")
+            )
+            or "-"
+        )
         tol = max((r["trusted_tol"] or 0) for r in rs)
         base = min(r["reward"] for r in hon)
         gained = [r["factor"] for r in rs if r["factor"] is not None and (r["reward"] or -1) > base]

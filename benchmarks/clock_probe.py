@@ -32,9 +32,11 @@ def _fn(mode: str, n: int):
     if mode == "compiled":
         return torch.compile(eager)
     if mode == "legacy":  # launches on the legacy default stream: cannot be captured
+
         def legacy(x):
             with torch.cuda.stream(torch.cuda.default_stream()):
                 return eager(x)
+
         return legacy
     out = torch.randn(n, device="cuda")
     return lambda x: out
@@ -155,12 +157,20 @@ def main() -> None:
                 rep = ask(op="burst", n=n, mode=mode, salt=salt)
                 walls.append((time.perf_counter() - t0) * 1e3)
                 events.append(rep["event_ms"])
-            info = {"k": k, "capture_s": round(r["capture_s"], 4), "wall_ms": [round(w, 4) for w in walls],
-                    "event_ms": [round(e, 4) for e in events]}
+            info = {
+                "k": k,
+                "capture_s": round(r["capture_s"], 4),
+                "wall_ms": [round(w, 4) for w in walls],
+                "event_ms": [round(e, 4) for e in events],
+            }
             if mode != "loop":
                 chk = ask(op="check", n=n, mode=mode, k=min(k, 6), salt=salt)
                 got = rep["digests"][: len(chk["digests"])]
-                rel = max(abs(a - b) / (abs(b) + 1e-6) for ra, rb in zip(got, chk["digests"], strict=False) for a, b in zip(ra, rb, strict=False))
+                rel = max(
+                    abs(a - b) / (abs(b) + 1e-6)
+                    for ra, rb in zip(got, chk["digests"], strict=False)
+                    for a, b in zip(ra, rb, strict=False)
+                )
                 info["graph_vs_eager_rel"] = rel
                 ev = ask(op="events", n=n, mode=mode)
                 info["events_median_ms"] = ev["median_ms"]
@@ -174,7 +184,9 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     ask(op="stop")
-    print("\nsize      mode      k   per-call wall(min)  spread   event/graph  net(ms)  events(ms)  hostloop/call  draws-match")
+    print(
+        "\nsize      mode      k   per-call wall(min)  spread   event/graph  net(ms)  events(ms)  hostloop/call  draws-match"
+    )
     for row in rows:
         lp = row.get("loop", {})
         loop_pc = min(lp["wall_ms"]) / lp["k"] if "wall_ms" in lp else float("nan")
@@ -187,8 +199,10 @@ def main() -> None:
             pc = w[0] / i["k"]
             spread = (w[1] - w[0]) / w[0]
             net = pc - loop_pc
-            print(f"{row['n']:>10} {mode:9} {i['k']:>3}  {pc:.5f}  {spread:7.2%}  {statistics.median(i['event_ms']) / w[0]:.3f}  "
-                  f"{net:.5f}  {i['events_median_ms']:.5f}  {min(i['hostloop_wall_ms']) / i['k']:.5f}  {i['graph_vs_eager_rel']:.2e}")
+            print(
+                f"{row['n']:>10} {mode:9} {i['k']:>3}  {pc:.5f}  {spread:7.2%}  {statistics.median(i['event_ms']) / w[0]:.3f}  "
+                f"{net:.5f}  {i['events_median_ms']:.5f}  {min(i['hostloop_wall_ms']) / i['k']:.5f}  {i['graph_vs_eager_rel']:.2e}"
+            )
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=1)

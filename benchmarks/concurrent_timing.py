@@ -34,7 +34,9 @@ def command(a: argparse.Namespace) -> list[str]:
 
 def run_many(cmd: list[str], n: int, env: dict[str, str]) -> list[dict]:
     t0 = time.monotonic()
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(n)]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(n)
+    ]
     out = []
     for p in procs:
         so, se = p.communicate()
@@ -51,9 +53,11 @@ def row(label: str, r: dict, ref: float | None) -> str:
     sc = r.get("speedup_vs_compile")
     cv = (r.get("timing") or {}).get("cv")
     diff = f"{100 * abs(sc - ref) / ref:6.2f}" if sc and ref else "     -"
-    return (f"{label:12} {str(r.get('status'))[:16]:16} {str(r.get('reward')):>3} {sc if sc is None else round(sc, 3)!s:>8} "
-            f"{diff:>7} {cv if cv is None else round(cv, 4)!s:>7} {r.get('gpu_wait_s', '-')!s:>7} {str(r.get('unstable')):>8} "
-            f"{r['_wall_s']:>7}")
+    return (
+        f"{label:12} {str(r.get('status'))[:16]:16} {str(r.get('reward')):>3} {sc if sc is None else round(sc, 3)!s:>8} "
+        f"{diff:>7} {cv if cv is None else round(cv, 4)!s:>7} {r.get('gpu_wait_s', '-')!s:>7} {str(r.get('unstable')):>8} "
+        f"{r['_wall_s']:>7}"
+    )
 
 
 def main() -> int:
@@ -69,15 +73,21 @@ def main() -> int:
     alone = run_many(cmd, 1, env)[0]
     together = run_many(cmd, a.n, env)
     ref = alone.get("speedup_vs_compile")
-    print(f"{'run':12} {'status':16} {'rw':>3} {'xComp':>8} {'diff%':>7} {'cv':>7} {'wait s':>7} {'unstable':>8} {'wall s':>7}")
+    print(
+        f"{'run':12} {'status':16} {'rw':>3} {'xComp':>8} {'diff%':>7} {'cv':>7} {'wait s':>7} {'unstable':>8} {'wall s':>7}"
+    )
     print(row("warm-up", warm, ref))
     print(row("alone", alone, ref))
     for i, r in enumerate(together):
         print(row(f"together#{i}", r, ref))
     diffs = [abs(r["speedup_vs_compile"] - ref) / ref for r in together if r.get("speedup_vs_compile") and ref]
     same = all(r.get("reward") == alone.get("reward") for r in together)
-    print(f"max difference from the lone run: {100 * max(diffs):.2f} % over {len(diffs)} of {a.n} runs; "
-          f"reward the same in all: {same}" if diffs else "no comparable runs")
+    print(
+        f"max difference from the lone run: {100 * max(diffs):.2f} % over {len(diffs)} of {a.n} runs; "
+        f"reward the same in all: {same}"
+        if diffs
+        else "no comparable runs"
+    )
     return 0 if diffs and max(diffs) <= 0.02 and same else 1
 
 

@@ -69,9 +69,15 @@ def main() -> int:
                 lines.append({"id": n, "error": tr.error})
             else:
                 g = tr.graph
-                lines.append({"id": n, "graph": {"nodes": [[lab, [list(e) for e in ins]] for lab, ins in
-                                                           zip(g.labels, g.ins, strict=True)],
-                                                 "outputs": [list(o) for o in g.outputs]}})
+                lines.append(
+                    {
+                        "id": n,
+                        "graph": {
+                            "nodes": [[lab, [list(e) for e in ins]] for lab, ins in zip(g.labels, g.ins, strict=True)],
+                            "outputs": [list(o) for o in g.outputs],
+                        },
+                    }
+                )
         a.write_graphs.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
     items = corpus(a.corpus)
     traced = trace_many([c for _, c, _ in items], names=[n for n, _, _ in items])
@@ -109,10 +115,16 @@ def main() -> int:
             out.append(best[1] if best[0] > threshold else None)
         return out
 
-    rows = ["| measure | restatements caught | new compositions lost | precision | recall |",
-            "|---|---:|---:|---:|---:|"]
-    rows.append(table_row("AST similarity > 0.9 (the paper's, as before)",
-                          ast_flags(raw_refs, lambda c: (lambda t: Program.parse(t) if t else None)(model_class(c)))))
+    rows = [
+        "| measure | restatements caught | new compositions lost | precision | recall |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    rows.append(
+        table_row(
+            "AST similarity > 0.9 (the paper's, as before)",
+            ast_flags(raw_refs, lambda c: (lambda t: Program.parse(t) if t else None)(model_class(c))),
+        )
+    )
     rows.append(table_row("normalised AST similarity > 0.9", ast_flags(norm_refs, parse_model)))
     for t in (0.8, 0.9, 1.0):
         flags = []
@@ -124,12 +136,17 @@ def main() -> int:
         index = SemIndex.build(list(graphs.items()), alpha=alpha)
         got = index.check(cgraphs)
         mark = " (chosen)" if alpha == ALLOWANCE else ""
-        rows.append(table_row(f"graph containment, {alpha:g} added ops per reference op{mark}",
-                              [m.copy_of or None for m in got]))
+        rows.append(
+            table_row(
+                f"graph containment, {alpha:g} added ops per reference op{mark}", [m.copy_of or None for m in got]
+            )
+        )
     pos = sum(1 for *_, w in items if w)
-    print(f"corpus: {len(items)} tasks ({pos} restatements of {len({w for *_, w in items if w})} KernelBench "
-          f"tasks, {len(items) - pos} new compositions); references: {len(refs)} ({len(graphs)} traced, "
-          f"{ref_s:.1f} s)\n")
+    print(
+        f"corpus: {len(items)} tasks ({pos} restatements of {len({w for *_, w in items if w})} KernelBench "
+        f"tasks, {len(items) - pos} new compositions); references: {len(refs)} ({len(graphs)} traced, "
+        f"{ref_s:.1f} s)\n"
+    )
     print("\n".join(rows))
     return 0
 

@@ -39,8 +39,14 @@ from cuda_agent.task import Task
 from cuda_agent.task.workspace import copy_solution, init_workspace
 
 ROOT = Path(__file__).resolve().parents[1]
-OFF = dict(runtime_guards=False, fresh_timing_inputs=False, side_stream_guard=False, sandbox="off",
-           shape_probe=False, trusted_clock=False)  # as scripts/gpu_check.py --overhead
+OFF = dict(
+    runtime_guards=False,
+    fresh_timing_inputs=False,
+    side_stream_guard=False,
+    sandbox="off",
+    shape_probe=False,
+    trusted_clock=False,
+)  # as scripts/gpu_check.py --overhead
 
 
 class Trace:
@@ -81,12 +87,18 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=3, help="evaluations counted per mode (after one uncounted)")
     ap.add_argument("--gap", type=float, default=3.0, help="idle seconds before each evaluation")
     ap.add_argument("--example", default="diag_matmul")
-    ap.add_argument("--modes", default="on,off",
-                    help="comma-separated: on, off, with -late (the spare starts after the evaluation), "
-                         "-p10p90 or -cv (EvalConfig.round_spread; default: EvalConfig's) appended")
-    ap.add_argument("--profile", action="store_true",
-                    help="cProfile each mode's last evaluation: where the parent's own time goes (waits left out), "
-                         "and who called time.sleep (gpu_lock's polls)")
+    ap.add_argument(
+        "--modes",
+        default="on,off",
+        help="comma-separated: on, off, with -late (the spare starts after the evaluation), "
+        "-p10p90 or -cv (EvalConfig.round_spread; default: EvalConfig's) appended",
+    )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="cProfile each mode's last evaluation: where the parent's own time goes (waits left out), "
+        "and who called time.sleep (gpu_lock's polls)",
+    )
     ap.add_argument("--timeline", action="store_true", help="print the median evaluation's requests in order")
     a = ap.parse_args()
     gpu = detect()
@@ -129,9 +141,11 @@ def main() -> int:
                     real_prepare(cfg, r.precision or "fp32", gpu.key)  # gated as the pipeline's own
                 t = r.timing
                 split = " ".join(f"{p[7:]} {v:.3f}" for p, v in sorted(r.phases_s.items()) if p.startswith("timing."))
-                print(f"{mode} #{k}: {r.status.value} reward {r.reward} {wall:.3f} s held {r.gpu_held_s:.3f} s; timing "
-                      f"{t.median_ms if t else 0:.4g} ms cv {t.cv if t else 0:.3f} rounds {t.rounds if t else '-'}; {split}",
-                      flush=True)
+                print(
+                    f"{mode} #{k}: {r.status.value} reward {r.reward} {wall:.3f} s held {r.gpu_held_s:.3f} s; timing "
+                    f"{t.median_ms if t else 0:.4g} ms cv {t.cv if t else 0:.3f} rounds {t.rounds if t else '-'}; {split}",
+                    flush=True,
+                )
                 if k:
                     runs.setdefault(mode, []).append((wall, list(tr.events), list(tr.bursts)))
             warm.discard()
@@ -157,12 +171,20 @@ def main() -> int:
         print(f"{mode}: wall median {statistics.median(walls):.3f} s ({', '.join(f'{w:.3f}' for w in walls)})")
         bs = [b for *_, bl in rs for b in bl]
         if bs:
-            print(f"  candidate bursts: k {sorted({k for k, _ in bs})}, seconds " + ", ".join(f"{s:.4f}" for _, s in bs))
+            print(
+                f"  candidate bursts: k {sorted({k for k, _ in bs})}, seconds " + ", ".join(f"{s:.4f}" for _, s in bs)
+            )
     for mode, prof in profiled.items():
         # the parent's own seconds: functions by their own time, the waits for replies (select) left out
         st = pstats.Stats(prof)
-        rows = sorted(((v[2], f"{Path(f).name}:{ln}({fn})") for (f, ln, fn), v in st.stats.items()  # type: ignore[attr-defined]
-                       if fn not in ("select", "<built-in method select.select>")), reverse=True)
+        rows = sorted(
+            (
+                (v[2], f"{Path(f).name}:{ln}({fn})")
+                for (f, ln, fn), v in st.stats.items()  # type: ignore[attr-defined]
+                if fn not in ("select", "<built-in method select.select>")
+            ),
+            reverse=True,
+        )
         print(f"\nparent's own time in {mode}'s last evaluation (seconds, top 12 by own time, waits left out):")
         for sec, where in rows[:12]:
             print(f"  {sec:7.4f} {where}")

@@ -183,8 +183,11 @@ class Recorder:
             self.rows.append(row)
             self.flush()
         mark = "" if row.as_expected else f"  UNEXPECTED (expected {row.expect})"
-        print(f"[{row.mode} {sum(r.mode == row.mode for r in self.rows)}] {row.label}: {row.status} reward {row.reward} "
-              f"{row.busy_s:.1f} s{mark}  {row.message[:100]}", flush=True)
+        print(
+            f"[{row.mode} {sum(r.mode == row.mode for r in self.rows)}] {row.label}: {row.status} reward {row.reward} "
+            f"{row.busy_s:.1f} s{mark}  {row.message[:100]}",
+            flush=True,
+        )
 
     def flush(self) -> None:
         data = {**self.meta, **self.extra, "rows": [r.__dict__ for r in self.rows]}
@@ -197,8 +200,21 @@ def row_of(mode: str, c: Candidate, r: EvalResult | None, busy: float, err: str 
     expect = "compiled" if phase == "compile" else c.expect
     if r is None:
         return Row(mode, c.label, expect, "harness_error", False, None, busy, {}, {}, 0.0, err[:300])
-    return Row(mode, c.label, expect, r.status.value, r.correct, r.reward, busy, dict(r.phases_s), dict(r.cache),
-               r.gpu_wait_s, r.message[:300], r.time_ms, r.gpu_held_s)
+    return Row(
+        mode,
+        c.label,
+        expect,
+        r.status.value,
+        r.correct,
+        r.reward,
+        busy,
+        dict(r.phases_s),
+        dict(r.cache),
+        r.gpu_wait_s,
+        r.message[:300],
+        r.time_ms,
+        r.gpu_held_s,
+    )
 
 
 def precompute_baselines(kb: Path | None, limit_s: float) -> dict:
@@ -214,7 +230,9 @@ def precompute_baselines(kb: Path | None, limit_s: float) -> dict:
             continue
         cmd = [sys.executable, "-m", "cuda_agent", "baselines", *args]
         print("$ " + " ".join(cmd), flush=True)
-        p = subprocess.Popen(cmd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        p = subprocess.Popen(
+            cmd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             text, _ = p.communicate(timeout=left)
             lines = text.strip().splitlines()
@@ -255,8 +273,18 @@ def warm_up(cands: list[Candidate], work: Path, pool: LocalPool, phase_only: boo
     t0 = time.monotonic()
     built = []
     if not phase_only:
-        futs = [pool.submit(EvalJob(task=c.task, workdir=fresh_copy(c, work / f"warm-{i}", "both"), phase="compile",
-                                    config=EvalConfig(), label=c.label)) for i, c in enumerate(cands)]
+        futs = [
+            pool.submit(
+                EvalJob(
+                    task=c.task,
+                    workdir=fresh_copy(c, work / f"warm-{i}", "both"),
+                    phase="compile",
+                    config=EvalConfig(),
+                    label=c.label,
+                )
+            )
+            for i, c in enumerate(cands)
+        ]
         for c, f in zip(cands, futs, strict=True):
             left = until - time.monotonic()
             try:
@@ -289,8 +317,16 @@ def run_serial(cands: list[Candidate], work: Path, rec: Recorder, salt: str, pha
     return wall
 
 
-def run_pool(cands: list[Candidate], work: Path, rec: Recorder, salt: str, phase: str, stop_at: float,
-             pool: LocalPool, window: int) -> float:
+def run_pool(
+    cands: list[Candidate],
+    work: Path,
+    rec: Recorder,
+    salt: str,
+    phase: str,
+    stop_at: float,
+    pool: LocalPool,
+    window: int,
+) -> float:
     """Jobs submitted while fewer than `window` are in flight, until stop_at; then the rest drain.
     A job's busy time runs from when a GPU slot takes it (its future turns running) to its result."""
     started: dict[int, float] = {}
@@ -318,6 +354,7 @@ def run_pool(cands: list[Candidate], work: Path, rec: Recorder, salt: str, phase
                 r, err = None, f"{type(e).__name__}: {e}"
             rec.add(row_of("pool", c, r, end - began, err, phase))
             shutil.rmtree(ws, ignore_errors=True)
+
         return cb
 
     watcher = threading.Thread(target=watch, daemon=True)
@@ -425,7 +462,9 @@ def report(rec: Recorder, walls: dict[str, float], gpus: dict[str, int], extra: 
         # with several slots per GPU the split is of slot-seconds (each slot's wall time), not GPU-seconds
         k = per_gpu if mode == "pool" else 1
         unit = "GPU-seconds" if k == 1 else f"slot-seconds ({k} slots per GPU)"
-        print(f"\n{mode}: {len(rows)} evaluations in {walls[mode]:.1f} s on {gpus[mode]} GPU(s); where the {unit} went:")
+        print(
+            f"\n{mode}: {len(rows)} evaluations in {walls[mode]:.1f} s on {gpus[mode]} GPU(s); where the {unit} went:"
+        )
         split, keys = phase_split(rows, gpu_s * k)
         for name, sec in split:
             print(f"  {name:42} {sec:9.1f} s {100 * sec / (gpu_s * k):6.1f} %  {sec / len(rows):7.2f} s/eval")
@@ -433,40 +472,65 @@ def report(rec: Recorder, walls: dict[str, float], gpus: dict[str, int], extra: 
         ceiling = f", a ceiling of {3600 / held:.0f} evaluations per GPU-hour however many share it" if held > 0 else ""
         lock_sh = sum(r.phases_s.get("lock.shared", 0.0) for r in rows)
         lock_ex = sum(r.phases_s.get("lock.exclusive", 0.0) for r in rows)
-        print(f"  of which waiting for the GPU's lock: {sum(r.gpu_wait_s for r in rows):.1f} s (requests waiting for "
-              f"others' timings {lock_sh:.1f} s, timings waiting for the GPU {lock_ex:.1f} s); the GPU held alone "
-              f"(timed sections): {held:.2f} s per evaluation{ceiling}")
+        print(
+            f"  of which waiting for the GPU's lock: {sum(r.gpu_wait_s for r in rows):.1f} s (requests waiting for "
+            f"others' timings {lock_sh:.1f} s, timings waiting for the GPU {lock_ex:.1f} s); the GPU held alone "
+            f"(timed sections): {held:.2f} s per evaluation{ceiling}"
+        )
         print("  phases_s sums: " + ", ".join(f"{k} {v:.1f}" for k, v in keys.items()))
         rec.extra.setdefault("split", {})[mode] = {"gpu_seconds": gpu_s, "groups": dict(split), "phases_s": keys}
         hits = [r.cache.get("baselines") for r in rows if "baselines" in r.cache]
-        print(f"  baselines from the cache: {sum(bool(h) for h in hits)} of {len(hits)} evaluations that timed baselines")
+        print(
+            f"  baselines from the cache: {sum(bool(h) for h in hits)} of {len(hits)} evaluations that timed baselines"
+        )
     serial = [r for r in rec.rows if r.mode == "serial"]
     comp = [r.phases_s["compile"] for r in serial if "compile" in r.phases_s]
     st = extra.get("warmup", {}).get("static_checks_s") or []
-    print("\nCPU side (per candidate): " + (f"compile {sum(comp) / len(comp):.2f} s mean, {max(comp):.2f} s max "
-                                         f"(serial mode, binding cached, nvcc on the salted .cu)" if comp else "compile -")
-          + (f"; static checks {1000 * sum(st) / len(st):.0f} ms mean, {1000 * max(st):.0f} ms max" if st else ""))
-    print(f"\n{'mode':8} {'evals':>6} {'honest':>7} {'broken':>7} {'as expected':>12} {'wall s':>8} {'GPUs':>5} {'evals/GPU-hour':>15}")
+    print(
+        "\nCPU side (per candidate): "
+        + (
+            f"compile {sum(comp) / len(comp):.2f} s mean, {max(comp):.2f} s max "
+            f"(serial mode, binding cached, nvcc on the salted .cu)"
+            if comp
+            else "compile -"
+        )
+        + (f"; static checks {1000 * sum(st) / len(st):.0f} ms mean, {1000 * max(st):.0f} ms max" if st else "")
+    )
+    print(
+        f"\n{'mode':8} {'evals':>6} {'honest':>7} {'broken':>7} {'as expected':>12} {'wall s':>8} {'GPUs':>5} {'evals/GPU-hour':>15}"
+    )
     for mode in ("serial", "pool"):
         rows = [r for r in rec.rows if r.mode == mode]
         if not rows or mode not in per_hour:
             continue
-        print(f"{mode:8} {len(rows):>6} {sum(r.expect == 'correct' for r in rows):>7} {sum(r.expect == 'incorrect' for r in rows):>7} "
-              f"{sum(r.as_expected for r in rows):>12} {walls[mode]:>8.1f} {gpus[mode]:>5} {per_hour[mode]:>15.0f}")
+        print(
+            f"{mode:8} {len(rows):>6} {sum(r.expect == 'correct' for r in rows):>7} {sum(r.expect == 'incorrect' for r in rows):>7} "
+            f"{sum(r.as_expected for r in rows):>12} {walls[mode]:>8.1f} {gpus[mode]:>5} {per_hour[mode]:>15.0f}"
+        )
     if len(per_hour) == 2:
         misses = baseline_misses(rec.rows)
         rec.extra["baseline_misses"] = misses
-        print(f"pool ({per_gpu} per GPU) / serial, per GPU: {per_hour['pool'] / per_hour['serial']:.2f}x "
-              "(target >= 2x on one H200)" + (
-                  f"; NOT COMPARABLE: baselines timed in {misses.get('serial', 0)} serial and {misses.get('pool', 0)} "
-                  "pool evaluations (cache misses); precompute them (--only-baselines) and run again" if misses else ""))
+        print(
+            f"pool ({per_gpu} per GPU) / serial, per GPU: {per_hour['pool'] / per_hour['serial']:.2f}x "
+            "(target >= 2x on one H200)"
+            + (
+                f"; NOT COMPARABLE: baselines timed in {misses.get('serial', 0)} serial and {misses.get('pool', 0)} "
+                "pool evaluations (cache misses); precompute them (--only-baselines) and run again"
+                if misses
+                else ""
+            )
+        )
     if (sp := spread(rec.rows)) is not None:
         rec.extra["spread"] = {"n": sp[0], "max_pct": sp[1], "median_pct": sp[2], "worst": sp[3]}
-        print(f"timing, pool vs serial (median time of the same honest candidate): max {sp[1]:.2f} % ({sp[3]}), "
-              f"median {sp[2]:.2f} % over {sp[0]} candidates")
+        print(
+            f"timing, pool vs serial (median time of the same honest candidate): max {sp[1]:.2f} % ({sp[3]}), "
+            f"median {sp[2]:.2f} % over {sp[0]} candidates"
+        )
     bad = [r for r in rec.rows if not r.as_expected]
     if bad:
-        print("unexpected outcomes: " + "; ".join(f"{r.mode} {r.label}: {r.status} ({r.message[:80]})" for r in bad[:12]))
+        print(
+            "unexpected outcomes: " + "; ".join(f"{r.mode} {r.label}: {r.status} ({r.message[:80]})" for r in bad[:12])
+        )
     rec.extra["evals_per_gpu_hour"] = per_hour
     rec.flush()
     return len(bad)
@@ -474,16 +538,27 @@ def report(rec: Recorder, walls: dict[str, float], gpus: dict[str, int], extra: 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kernelbench", type=Path, help="KernelBench checkout holding the mix's tasks (e.g. .kb from kb_mix_carry.py)")
+    ap.add_argument(
+        "--kernelbench", type=Path, help="KernelBench checkout holding the mix's tasks (e.g. .kb from kb_mix_carry.py)"
+    )
     ap.add_argument("--deadline-s", type=float, default=540.0, help="stop submitting work this long after the start")
-    ap.add_argument("--serial-share", type=float, default=0.5, help="share of the time after warm-up for the serial mode")
+    ap.add_argument(
+        "--serial-share", type=float, default=0.5, help="share of the time after warm-up for the serial mode"
+    )
     ap.add_argument("--window", type=int, default=0, help="pool jobs in flight (default: GPU slots + 2)")
     ap.add_argument("--salt", choices=("both", "model"), default="both")
-    ap.add_argument("--phase", choices=("profile", "compile"), default="profile", help="compile: CPU only (a smoke test)")
+    ap.add_argument(
+        "--phase", choices=("profile", "compile"), default="profile", help="compile: CPU only (a smoke test)"
+    )
     ap.add_argument("--only", nargs="*", help="keep candidates whose label contains one of these")
     ap.add_argument("--precompute-baselines", action="store_true", help="run `cuda-agent baselines` over the mix first")
     ap.add_argument("--only-baselines", action="store_true", help="precompute baselines, export the cache, stop")
-    ap.add_argument("--baselines-budget-s", type=float, default=0.0, help=f"time limit of the baselines step (default: the deadline, less {MEASURE_S:.0f} s unless --only-baselines)")
+    ap.add_argument(
+        "--baselines-budget-s",
+        type=float,
+        default=0.0,
+        help=f"time limit of the baselines step (default: the deadline, less {MEASURE_S:.0f} s unless --only-baselines)",
+    )
     ap.add_argument("--per-gpu", type=int, default=3, help="pool evaluations sharing each GPU (timings take turns)")
     ap.add_argument("--export-cache", action="store_true", help="copy the evaluator's eval.sqlite (baselines) to $OUT")
     a = ap.parse_args()
@@ -498,10 +573,23 @@ def main() -> int:
     cands = load_mix(a.kernelbench, a.only)
     gpus = visible_gpus() if a.phase == "profile" else []
     n_gpu = max(1, len(gpus))
-    print(f"mix: {len(cands)} candidates ({sum(c.expect == 'incorrect' for c in cands)} broken); GPUs visible: {len(gpus)}; "
-          f"cache: {os.environ['CUDA_AGENT_CACHE']}; deadline {a.deadline_s:.0f} s", flush=True)
-    rec = Recorder(out, {"mix": [c.label for c in cands], "salt": a.salt, "phase": a.phase, "deadline_s": a.deadline_s,
-                         "gpus": gpus, "cache": os.environ["CUDA_AGENT_CACHE"], "per_gpu": a.per_gpu})
+    print(
+        f"mix: {len(cands)} candidates ({sum(c.expect == 'incorrect' for c in cands)} broken); GPUs visible: {len(gpus)}; "
+        f"cache: {os.environ['CUDA_AGENT_CACHE']}; deadline {a.deadline_s:.0f} s",
+        flush=True,
+    )
+    rec = Recorder(
+        out,
+        {
+            "mix": [c.label for c in cands],
+            "salt": a.salt,
+            "phase": a.phase,
+            "deadline_s": a.deadline_s,
+            "gpus": gpus,
+            "cache": os.environ["CUDA_AGENT_CACHE"],
+            "per_gpu": a.per_gpu,
+        },
+    )
     if a.precompute_baselines or a.only_baselines:
         left = deadline - time.monotonic()
         # when measuring too, the baselines leave MEASURE_S for warm-up, serial and pool (resumable: a

@@ -73,9 +73,11 @@ def materialize(task: str, dest: Path, factor: float | None = None) -> Path:
     text = (src / "solution.py").read_text()
     if forge:
         text = text.replace("// @FORGE@", FORGE_CPP)
-        text = text.replace('cpp_src = "torch::Tensor linear_relu(torch::Tensor x, torch::Tensor w, torch::Tensor b);"',
-                            'cpp_src = "torch::Tensor linear_relu(torch::Tensor x, torch::Tensor w, torch::Tensor b);\\n'
-                            'void arm(double factor);"')
+        text = text.replace(
+            'cpp_src = "torch::Tensor linear_relu(torch::Tensor x, torch::Tensor w, torch::Tensor b);"',
+            'cpp_src = "torch::Tensor linear_relu(torch::Tensor x, torch::Tensor w, torch::Tensor b);\\n'
+            'void arm(double factor);"',
+        )
         text = text.replace('functions=["linear_relu"],  # @FORGE_FUNCS@', 'functions=["linear_relu", "arm"],')
         text = text.replace("# @FORGE_ARM@", f"ext.arm({factor})")
     else:
@@ -117,11 +119,28 @@ def _evaluate(task: str, factor: float | None, how: str, root: str, task_file: s
     else:
         r = evaluate_single_file(t, sol, config=cfg)
     d = r.to_dict()
-    keep = ("status", "reward", "time_ms", "reported_ms", "eager_ms", "compile_ms", "speedup_vs_eager", "speedup_vs_compile",
-            "trusted_ms", "trusted_eager_ms", "trusted_compile_ms", "trusted_loop_ms", "trusted_tol", "trusted_mode", "message")
+    keep = (
+        "status",
+        "reward",
+        "time_ms",
+        "reported_ms",
+        "eager_ms",
+        "compile_ms",
+        "speedup_vs_eager",
+        "speedup_vs_compile",
+        "trusted_ms",
+        "trusted_eager_ms",
+        "trusted_compile_ms",
+        "trusted_loop_ms",
+        "trusted_tol",
+        "trusted_mode",
+        "message",
+    )
     out = {k: d.get(k) for k in keep}
     out["findings"] = [f["rule"] for f in d.get("findings", [])]
-    out["defences"] = {k: v for k, v in d.get("defences", {}).items() if k in ("trusted_clock", "clock_kind", "static_gate")}
+    out["defences"] = {
+        k: v for k, v in d.get("defences", {}).items() if k in ("trusted_clock", "clock_kind", "static_gate")
+    }
     out.update(task=task, factor=factor, how=how, seconds=round(time.monotonic() - t0, 2))
     return out
 
@@ -143,15 +162,24 @@ def judge_rows(rows: list[dict]) -> list[str]:
             continue
         twin = honest.get(r["task"]) or [None]
         if r["reward"] is not None and twin[0] is not None and r["reward"] > min(twin):
-            bad.append(f"{r['task']} {r['how']} x{r['factor']}: reward {r['reward']} above the honest twin's {min(twin)}")
+            bad.append(
+                f"{r['task']} {r['how']} x{r['factor']}: reward {r['reward']} above the honest twin's {min(twin)}"
+            )
         # "flagged with a finding" (the issue's words): rejected, timing-forged, or timing-unconfirmed (the
         # claim beyond the clock's noise). The last matters where the harness undid part of a lie (H100,
         # 2026-12-05: the native x0.7 forger's reported time came out only 7 % below the truth)
-        if r["factor"] <= 0.8 and r["how"] != "static" and not (
-                r["status"] == "rejected" or {"timing-forged", "timing-unconfirmed"} & set(r["findings"])):
+        if (
+            r["factor"] <= 0.8
+            and r["how"] != "static"
+            and not (r["status"] == "rejected" or {"timing-forged", "timing-unconfirmed"} & set(r["findings"]))
+        ):
             bad.append(f"{r['task']} {r['how']} x{r['factor']}: not flagged ({r['findings']})")
-        if r["time_ms"] is not None and r["reported_ms"] is not None and r["factor"] <= 0.8 \
-                and abs(r["time_ms"] - r["reported_ms"]) < 1e-9 * max(1.0, r["time_ms"]):
+        if (
+            r["time_ms"] is not None
+            and r["reported_ms"] is not None
+            and r["factor"] <= 0.8
+            and abs(r["time_ms"] - r["reported_ms"]) < 1e-9 * max(1.0, r["time_ms"])
+        ):
             bad.append(f"{r['task']} {r['how']} x{r['factor']}: the forged time is shown as time_ms")
     return bad
 
@@ -166,9 +194,13 @@ def main() -> int:
     ap.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(TASKS))
     ap.add_argument("--honest", type=int, default=None, help="honest runs per task (default: --runs)")
     ap.add_argument("--no-static", action="store_true", help="skip the every-gate-on row (the CPU tests cover it)")
-    ap.add_argument("--clock", default="", help="comma-separated opt-ins of the evaluator's clock: flush "
-                    "(EvalConfig.clock_flush), fresh (EvalConfig.clock_fresh_baselines), rank1 (EvalConfig.clock_digest), "
-                    "cold (EvalConfig.clock_cold_digest)")
+    ap.add_argument(
+        "--clock",
+        default="",
+        help="comma-separated opt-ins of the evaluator's clock: flush "
+        "(EvalConfig.clock_flush), fresh (EvalConfig.clock_fresh_baselines), rank1 (EvalConfig.clock_digest), "
+        "cold (EvalConfig.clock_cold_digest)",
+    )
     args = ap.parse_args()
     try:
         clock_opt_ins(args.clock)
@@ -200,25 +232,35 @@ def main() -> int:
         with ProcessPoolExecutor(args.shared, mp_context=__import__("multiprocessing").get_context("spawn")) as ex:
             for r in ex.map(_one, jobs):
                 record({**r, "how": "honest-shared"})
-    print("\ntask         how            factor  runs  rewards        flagged  time_ms (median)  reported_ms  "
-          "clock/compile  events/compile  tol")
+    print(
+        "\ntask         how            factor  runs  rewards        flagged  time_ms (median)  reported_ms  "
+        "clock/compile  events/compile  tol"
+    )
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["task"], r["how"], r["factor"]), []).append(r)
     for (task, how, f), rs in groups.items():
         rewards = ",".join(str(r["reward"]) for r in rs)
-        flagged = sum(r["status"] == "rejected" or bool({"timing-forged", "timing-unconfirmed"} & set(r["findings"]))
-                      for r in rs)
+        flagged = sum(
+            r["status"] == "rejected" or bool({"timing-forged", "timing-unconfirmed"} & set(r["findings"])) for r in rs
+        )
         tms = sorted(r["time_ms"] for r in rs if r["time_ms"] is not None)
         rep = sorted(r["reported_ms"] for r in rs if r["reported_ms"] is not None)
         # per run: the candidate's ratio to torch.compile on the evaluator's clock and on its own events
-        clock = ",".join(f"{r['trusted_ms'] / r['trusted_compile_ms']:.3f}" for r in rs
-                         if r.get("trusted_ms") and r.get("trusted_compile_ms"))
-        events = ",".join(f"{r['reported_ms'] / r['compile_ms']:.3f}" for r in rs if r.get("reported_ms") and r.get("compile_ms"))
+        clock = ",".join(
+            f"{r['trusted_ms'] / r['trusted_compile_ms']:.3f}"
+            for r in rs
+            if r.get("trusted_ms") and r.get("trusted_compile_ms")
+        )
+        events = ",".join(
+            f"{r['reported_ms'] / r['compile_ms']:.3f}" for r in rs if r.get("reported_ms") and r.get("compile_ms")
+        )
         tols = ",".join(f"{r['trusted_tol']:.3f}" for r in rs if r.get("trusted_tol") is not None)
-        print(f"{task:12} {how:14} {'-' if f is None else f:>6}  {len(rs):>4}  {rewards:14} {flagged:>7}  "
-              f"{tms[len(tms) // 2] if tms else '-':>16}  {rep[len(rep) // 2] if rep else '-'}  {clock or '-'}  "
-              f"{events or '-'}  {tols or '-'}")
+        print(
+            f"{task:12} {how:14} {'-' if f is None else f:>6}  {len(rs):>4}  {rewards:14} {flagged:>7}  "
+            f"{tms[len(tms) // 2] if tms else '-':>16}  {rep[len(rep) // 2] if rep else '-'}  {clock or '-'}  "
+            f"{events or '-'}  {tols or '-'}"
+        )
     bad = judge_rows(rows)
     print("\nBAR HOLDS" if not bad else "\nBAR FAILS:\n  " + "\n  ".join(bad))
     return 0 if not bad else 1

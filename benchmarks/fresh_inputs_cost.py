@@ -54,6 +54,7 @@ def main() -> int:
             with dev:
                 xs = task.get_inputs()
             return [x.to(dev) if isinstance(x, torch.Tensor) else x for x in xs]
+
         return make
 
     def old_seed(s: int) -> None:

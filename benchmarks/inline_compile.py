@@ -27,8 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def ours(task: Path, sol: Path, cache: Path) -> tuple[float, dict]:
     env = {**os.environ, "CUDA_AGENT_CACHE": str(cache), "PYTHONPATH": str(ROOT / "src")}
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "cuda_agent", "eval", "--task", str(task), "--solution", str(sol),
-                        "--json", "--fresh"], capture_output=True, text=True, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "cuda_agent", "eval", "--task", str(task), "--solution", str(sol), "--json", "--fresh"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     wall = time.monotonic() - t0
     import json
 
@@ -40,11 +44,13 @@ def ours(task: Path, sol: Path, cache: Path) -> tuple[float, dict]:
 
 def kernelbench_import(sol: Path, ext_dir: Path) -> float:
     """Import the solution in a fresh process the way KernelBench does (load_inline in-process)."""
-    code = ("import importlib.util,sys,time\n"
-            "t=time.monotonic()\n"
-            f"spec=importlib.util.spec_from_file_location('sol', {str(sol)!r})\n"
-            "m=importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-            "print(time.monotonic()-t)\n")
+    code = (
+        "import importlib.util,sys,time\n"
+        "t=time.monotonic()\n"
+        f"spec=importlib.util.spec_from_file_location('sol', {str(sol)!r})\n"
+        "m=importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "print(time.monotonic()-t)\n"
+    )
     env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(ext_dir)}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     return float(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else float("nan")
@@ -71,8 +77,11 @@ def main() -> int:
     for i in range(a.edits):
         # an edit of the CUDA string only: another launch width where the file has one, else a comment in it
         width = (128, 512, 64, 1024)[i % 4]
-        edited = text.replace(marker, f"const int threads = {width};") if marker in text else text.replace(
-            'r"""\n', f'r"""\n// edit {i}\n', 1)
+        edited = (
+            text.replace(marker, f"const int threads = {width};")
+            if marker in text
+            else text.replace('r"""\n', f'r"""\n// edit {i}\n', 1)
+        )
         sol.write_text(edited)
         wall, r = ours(Path(a.task), sol, cache)
         rows.append((f"ours edit {i}", wall, r))
@@ -83,14 +92,18 @@ def main() -> int:
     print(f"{'run':16} {'status':10} {'rw':>3} {'compile s':>9} {'load s':>7} {'wall s':>7}")
     for name, wall, r in rows:
         ph = r.get("phases_s") or {}
-        print(f"{name:16} {str(r.get('status'))[:10]:10} {str(r.get('reward')):>3} {ph.get('compile', float('nan')):9.2f} "
-              f"{ph.get('load', float('nan')):7.2f} {wall:7.1f}")
+        print(
+            f"{name:16} {str(r.get('status'))[:10]:10} {str(r.get('reward')):>3} {ph.get('compile', float('nan')):9.2f} "
+            f"{ph.get('load', float('nan')):7.2f} {wall:7.1f}"
+        )
     print(f"{'kernelbench cold':16} {'':10} {'':>3} {kb_cold:9.2f} {'':>7} {'':>7}")
     print(f"{'kernelbench kept':16} {'':10} {'':>3} {kb_warm:9.2f} {'':>7} {'':>7}")
     notes = {str((r.get("defences") or {}).get("inline_build")) for _, _, r in rows}
     print("build: " + "; ".join(sorted(notes)))  # the split build (eval/inline_split) or one unit, and why
     if edits:
-        print(f"edited CUDA source -> full result: median {statistics.median(edits):.1f} s over {len(edits)} edits (target <= 10 s)")
+        print(
+            f"edited CUDA source -> full result: median {statistics.median(edits):.1f} s over {len(edits)} edits (target <= 10 s)"
+        )
     return 0
 
 

@@ -73,8 +73,11 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
         print(f"kb_mix_carry: cannot read {e}", file=sys.stderr)
         return 1
-    source = {"repo": str(a.repo or a.checkout), "commit": commit if a.repo is not None else "unknown",
-              "tasks": len(mix["tasks"])}
+    source = {
+        "repo": str(a.repo or a.checkout),
+        "commit": commit if a.repo is not None else "unknown",
+        "tasks": len(mix["tasks"]),
+    }
     (tmp / "SOURCE.json").write_text(json.dumps(source, indent=1) + "\n")
     shutil.rmtree(a.dest, ignore_errors=True)
     tmp.rename(a.dest)

@@ -61,139 +61,340 @@ X4_OPT_INS = (("none", ""), ("flush", "flush"), ("fresh", "fresh"), ("rank1", "r
 
 
 def _relu_forgers(clock: str, factors: tuple[str, ...], out: str) -> tuple[str, ...]:
-    return ("{py}", "benchmarks/forgery_redteam.py", "--tasks", "relu_scale", "--honest", "3", "--runs", "1",
-            "--factors", *factors, "--no-static", "--shared", "0", "--clock", clock, "--out", "{out}/" + out)
+    return (
+        "{py}",
+        "benchmarks/forgery_redteam.py",
+        "--tasks",
+        "relu_scale",
+        "--honest",
+        "3",
+        "--runs",
+        "1",
+        "--factors",
+        *factors,
+        "--no-static",
+        "--shared",
+        "0",
+        "--clock",
+        clock,
+        "--out",
+        "{out}/" + out,
+    )
 
 
 MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement(
-        "redteam", "the red-team corpus (tests/redteam): every hack rejected or reward -1, every honest control "
-        "accepted; hacks 8 at once", "3, 12, 28", "G, M, N, R, X3",
+        "redteam",
+        "the red-team corpus (tests/redteam): every hack rejected or reward -1, every honest control "
+        "accepted; hacks 8 at once",
+        "3, 12, 28",
+        "G, M, N, R, X3",
         (Step("gpu_check", gpu_check("--skip-examples", "--skip-faults", "--skip-pytest", "--jobs", "8"), 520),),
-        headline=GPU_CHECK_TABLE),
+        headline=GPU_CHECK_TABLE,
+    ),
     Measurement(
-        "faults", "the faulty and hostile fixtures (compile error, wrong, illegal address, hang, segfault, endless "
+        "faults",
+        "the faulty and hostile fixtures (compile error, wrong, illegal address, hang, segfault, endless "
         "compile, huge output, fork bomb, network, write outside), each followed by a good evaluation",
-        "3, 12", "A, H",
+        "3, 12",
+        "A, H",
         (Step("gpu_check", gpu_check("--skip-examples", "--skip-redteam", "--skip-pytest"), 480),),
-        headline=GPU_CHECK_TABLE),
+        headline=GPU_CHECK_TABLE,
+    ),
     Measurement(
-        "examples", "every example's solution 3 times alone, then 3 at once sharing the GPU, plus the single-file "
-        "forms and the release layout: each keeps its reward", "2, 13, 28", "X7 (B, G: once)",
-        (Step("gpu_check", gpu_check("--skip-faults", "--skip-redteam", "--skip-pytest", "--example-runs", "3",
-                                     "--example-shared", "3"), 560),),
-        headline=GPU_CHECK_TABLE),
+        "examples",
+        "every example's solution 3 times alone, then 3 at once sharing the GPU, plus the single-file "
+        "forms and the release layout: each keeps its reward",
+        "2, 13, 28",
+        "X7 (B, G: once)",
+        (
+            Step(
+                "gpu_check",
+                gpu_check(
+                    "--skip-faults", "--skip-redteam", "--skip-pytest", "--example-runs", "3", "--example-shared", "3"
+                ),
+                560,
+            ),
+        ),
+        headline=GPU_CHECK_TABLE,
+    ),
     Measurement(
-        "examples-quick", "every example's solution once (and the single-file forms, the release layout)",
-        "2, 13, 28", "X1 (third part), B, S (diag_matmul)",
+        "examples-quick",
+        "every example's solution once (and the single-file forms, the release layout)",
+        "2, 13, 28",
+        "X1 (third part), B, S (diag_matmul)",
         (Step("gpu_check", gpu_check("--skip-faults", "--skip-redteam", "--skip-pytest"), 200),),
-        headline=GPU_CHECK_TABLE),
+        headline=GPU_CHECK_TABLE,
+    ),
     Measurement(
-        "gpu-tests", "pytest's gpu-marked tests (carry .whl from scripts/device-wheels.sh for the openai-bound ones)",
-        "2, 3, 12", "B, H (pytest part), F, M, N, R (timing tests)",
+        "gpu-tests",
+        "pytest's gpu-marked tests (carry .whl from scripts/device-wheels.sh for the openai-bound ones)",
+        "2, 3, 12",
+        "B, H (pytest part), F, M, N, R (timing tests)",
         (Step("pytest", ("{py}", "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests/"), 500),),
-        headline=r"(passed|failed|error)"),
+        headline=r"(passed|failed|error)",
+    ),
     Measurement(
-        "turnaround", "edit one .cu -> full result on every example (5 s idle before each edit, as an agent's turn), "
-        "and the same result from two processes", "2", "D, E, F",
-        (Step("eval_turnaround", ("{py}", "benchmarks/eval_turnaround.py", "--naive", "0", "--edits", "3",
-                                  "--think", "5"), 520),),
-        headline=r"^(edit one \.cu|two processes)"),
+        "turnaround",
+        "edit one .cu -> full result on every example (5 s idle before each edit, as an agent's turn), "
+        "and the same result from two processes",
+        "2",
+        "D, E, F",
+        (
+            Step(
+                "eval_turnaround",
+                ("{py}", "benchmarks/eval_turnaround.py", "--naive", "0", "--edits", "3", "--think", "5"),
+                520,
+            ),
+        ),
+        headline=r"^(edit one \.cu|two processes)",
+    ),
     Measurement(
-        "concurrency", "one candidate timed alone, then 6 evaluations started together: the speedup's largest "
-        "difference from the lone run (target <= 2 %)", "13", "I (first part), W (first part)",
+        "concurrency",
+        "one candidate timed alone, then 6 evaluations started together: the speedup's largest "
+        "difference from the lone run (target <= 2 %)",
+        "13",
+        "I (first part), W (first part)",
         (Step("concurrent_timing", ("{py}", "benchmarks/concurrent_timing.py", "--n", "6"), 300),),
-        headline=r"^max difference"),
+        headline=r"^max difference",
+    ),
     Measurement(
-        "single-file", "a KernelBench-style single-file solution: our cached, split build cold, unchanged and after "
-        "3 edits of its CUDA string, against load_inline in a fresh process", "13", "I (second part), S",
+        "single-file",
+        "a KernelBench-style single-file solution: our cached, split build cold, unchanged and after "
+        "3 edits of its CUDA string, against load_inline in a fresh process",
+        "13",
+        "I (second part), S",
         (Step("inline_compile", ("{py}", "benchmarks/inline_compile.py", "--edits", "3"), 370),),
-        headline=r"^(edited CUDA|build:|kernelbench)"),
+        headline=r"^(edited CUDA|build:|kernelbench)",
+    ),
     Measurement(
-        "throughput", "evaluations per GPU-hour, serial against the pool at 3 per GPU, on the examples and the "
+        "throughput",
+        "evaluations per GPU-hour, serial against the pool at 3 per GPU, on the examples and the "
         "KernelBench mix: the mix's baselines first, then the measurement with every baseline cached",
-        "16", "P (K1, K2, K3, L: earlier forms)",
-        (Step("baselines", ("{py}", "benchmarks/eval_throughput.py", "--kernelbench", ".kb", "--only-baselines",
-                            "--deadline-s", "160"), 170),
-         Step("measure", ("{py}", "benchmarks/eval_throughput.py", "--kernelbench", ".kb", "--export-cache",
-                          "--deadline-s", "380"), 390)),
-        headline=r"^(pool \(|timing, pool|unexpected|NOT COMPARABLE|total )", needs=(".kb",)),
+        "16",
+        "P (K1, K2, K3, L: earlier forms)",
+        (
+            Step(
+                "baselines",
+                (
+                    "{py}",
+                    "benchmarks/eval_throughput.py",
+                    "--kernelbench",
+                    ".kb",
+                    "--only-baselines",
+                    "--deadline-s",
+                    "160",
+                ),
+                170,
+            ),
+            Step(
+                "measure",
+                (
+                    "{py}",
+                    "benchmarks/eval_throughput.py",
+                    "--kernelbench",
+                    ".kb",
+                    "--export-cache",
+                    "--deadline-s",
+                    "380",
+                ),
+                390,
+            ),
+        ),
+        headline=r"^(pool \(|timing, pool|unexpected|NOT COMPARABLE|total )",
+        needs=(".kb",),
+    ),
     Measurement(
-        "defences-cost", "the wall time the defences add to one evaluation with spare children (diag_matmul, build "
-        "and baselines cached), 8 evaluations per side", "3, 16", "O (E, H, L, M, N, Q, V: other settings)",
+        "defences-cost",
+        "the wall time the defences add to one evaluation with spare children (diag_matmul, build "
+        "and baselines cached), 8 evaluations per side",
+        "3, 16",
+        "O (E, H, L, M, N, Q, V: other settings)",
         (Step("gpu_check", gpu_check(*SKIP_ALL, "--overhead", "8", "--overhead-spares-only"), 300),),
-        headline=GPU_CHECK_TABLE),
+        headline=GPU_CHECK_TABLE,
+    ),
     Measurement(
-        "defence-trace", "where an evaluation's seconds go with the defences on and off: every request to the two "
-        "children timed, the median evaluation's timeline", "16", "Q, V",
+        "defence-trace",
+        "where an evaluation's seconds go with the defences on and off: every request to the two "
+        "children timed, the median evaluation's timeline",
+        "16",
+        "Q, V",
         (Step("defence_trace", ("{py}", "benchmarks/defence_trace.py", "--n", "4", "--gap", "3", "--timeline"), 200),),
-        headline=r"wall median"),
+        headline=r"wall median",
+    ),
     Measurement(
-        "synthesis", "the synthesis filter's device stages on 200 candidates composed here (compose, then filter)", "14", "J",
-        (Step("synth_gpu", ("{py}", "benchmarks/synth_gpu.py", "-n", "200", "--deadline-s", "500", "--work",
-                            "{out}/synth"), 555),),
-        headline=r"^(re-shaped|harness errors|CPU busy|total wall|kept|tasks)"),
+        "synthesis",
+        "the synthesis filter's device stages on 200 candidates composed here (compose, then filter)",
+        "14",
+        "J",
+        (
+            Step(
+                "synth_gpu",
+                ("{py}", "benchmarks/synth_gpu.py", "-n", "200", "--deadline-s", "500", "--work", "{out}/synth"),
+                555,
+            ),
+        ),
+        headline=r"^(re-shaped|harness errors|CPU busy|total wall|kept|tasks)",
+    ),
     Measurement(
-        "synthesis-filter", "the filter alone on 200 candidates composed by an earlier `synthesis` on the GPU "
-        "machine's torch (carry .synth-h200/candidates.jsonl from its archive)", "14", "J (with candidates carried)",
-        (Step("synth_gpu", ("{py}", "benchmarks/synth_gpu.py", "-n", "200", "--candidates",
-                            ".synth-h200/candidates.jsonl", "--deadline-s", "520", "--jobs-per-gpu", "10", "--work",
-                            "{out}/synth"), 555),),
-        headline=r"^(re-shaped|harness errors|CPU busy|total wall|kept|tasks)", needs=(".synth-h200/candidates.jsonl",)),
+        "synthesis-filter",
+        "the filter alone on 200 candidates composed by an earlier `synthesis` on the GPU "
+        "machine's torch (carry .synth-h200/candidates.jsonl from its archive)",
+        "14",
+        "J (with candidates carried)",
+        (
+            Step(
+                "synth_gpu",
+                (
+                    "{py}",
+                    "benchmarks/synth_gpu.py",
+                    "-n",
+                    "200",
+                    "--candidates",
+                    ".synth-h200/candidates.jsonl",
+                    "--deadline-s",
+                    "520",
+                    "--jobs-per-gpu",
+                    "10",
+                    "--work",
+                    "{out}/synth",
+                ),
+                555,
+            ),
+        ),
+        headline=r"^(re-shaped|harness errors|CPU busy|total wall|kept|tasks)",
+        needs=(".synth-h200/candidates.jsonl",),
+    ),
     Measurement(
-        "rl-step", "two PPO steps of `cuda-agent rl train` with the transformers rollout on the GPU and the pool "
-        "scoring real kernels on the same GPU (carry .carry-rl from scripts/device-wheels.sh --rl)", "29", "",
+        "rl-step",
+        "two PPO steps of `cuda-agent rl train` with the transformers rollout on the GPU and the pool "
+        "scoring real kernels on the same GPU (carry .carry-rl from scripts/device-wheels.sh --rl)",
+        "29",
+        "",
         (Step("gpu_issue29", ("bash", "scripts/gpu_issue29.sh"), 555, env={"ISSUE29_LIMIT_S": "540"}),),
-        headline=r"(step|kept|rollout s|exit)", needs=(".carry-rl",)),
+        headline=r"(step|kept|rollout s|exit)",
+        needs=(".carry-rl",),
+    ),
     Measurement(
-        "rl-smoke", "the RL smoke: the environment's episodes and TRL's trainer on the GPU (carry .whl for TRL)",
-        "15", "J2",
+        "rl-smoke",
+        "the RL smoke: the environment's episodes and TRL's trainer on the GPU (carry .whl for TRL)",
+        "15",
+        "J2",
         (Step("rl_gpu_smoke", ("{py}", "scripts/rl_gpu_smoke.py", "--out", "{out}"), 230),),
-        headline=r"^(RESULT|FAIL)"),
+        headline=r"^(RESULT|FAIL)",
+    ),
     Measurement(
-        "clock-leak", "the evaluator's clock's leak per kernel size: what a forger gains at each size, the honest "
-        "claim against the clock", "28", "X3 (first part), X5 (under the opt-ins)",
+        "clock-leak",
+        "the evaluator's clock's leak per kernel size: what a forger gains at each size, the honest "
+        "claim against the clock",
+        "28",
+        "X3 (first part), X5 (under the opt-ins)",
         (Step("clock_leak", ("{py}", "benchmarks/clock_leak.py", "--out", "{out}/leak.json"), 240),),
-        headline=r"^\s*\d|^size"),
+        headline=r"^\s*\d|^size",
+    ),
     Measurement(
-        "forgery", "the forgery red team in full: 8 factors x native/switch x 3 runs, the honest kernels 3 times "
-        "and 3 sharing the GPU; the bar holds or fails", "28", "X2",
-        (Step("forgery_redteam", ("{py}", "benchmarks/forgery_redteam.py", "--runs", "3", "--out",
-                                  "{out}/forgery.json"), 560),),
-        headline=r"^(BAR |  )"),
+        "forgery",
+        "the forgery red team in full: 8 factors x native/switch x 3 runs, the honest kernels 3 times "
+        "and 3 sharing the GPU; the bar holds or fails",
+        "28",
+        "X2",
+        (
+            Step(
+                "forgery_redteam",
+                ("{py}", "benchmarks/forgery_redteam.py", "--runs", "3", "--out", "{out}/forgery.json"),
+                560,
+            ),
+        ),
+        headline=r"^(BAR |  )",
+    ),
     Measurement(
-        "forgery-quick", "the forgery red team's factors 0.9, 0.8, 0.5 once, no sharing", "28", "X1 (second part)",
-        (Step("forgery_redteam", ("{py}", "benchmarks/forgery_redteam.py", "--quick", "--shared", "0", "--out",
-                                  "{out}/forgery_quick.json"), 200),),
-        headline=r"^(BAR |  )"),
+        "forgery-quick",
+        "the forgery red team's factors 0.9, 0.8, 0.5 once, no sharing",
+        "28",
+        "X1 (second part)",
+        (
+            Step(
+                "forgery_redteam",
+                (
+                    "{py}",
+                    "benchmarks/forgery_redteam.py",
+                    "--quick",
+                    "--shared",
+                    "0",
+                    "--out",
+                    "{out}/forgery_quick.json",
+                ),
+                200,
+            ),
+        ),
+        headline=r"^(BAR |  )",
+    ),
     Measurement(
-        "clock-probe", "the graph-burst probe of the evaluator's clock per size: per-call wall time, spread, the "
-        "events against the graph, the host loop", "28", "X1 (first part)",
+        "clock-probe",
+        "the graph-burst probe of the evaluator's clock per size: per-call wall time, spread, the "
+        "events against the graph, the host loop",
+        "28",
+        "X1 (first part)",
         (Step("clock_probe", ("{py}", "benchmarks/clock_probe.py", "--out", "{out}/probe.json"), 150),),
-        headline=r"^\s+\d+ "),
+        headline=r"^\s+\d+ ",
+    ),
     Measurement(
-        "clock-cold-ab", "the cold-digest A/B (EvalConfig.clock_cold_digest, alone and with the flush): diag_matmul, "
+        "clock-cold-ab",
+        "the cold-digest A/B (EvalConfig.clock_cold_digest, alone and with the flush): diag_matmul, "
         "matmul_sum_scale and embedding_bag_sum twice each, then relu_scale honest x3 and forgers at 0.9",
-        "28", "X8",
-        tuple(Step(f"examples-{label}", gpu_check("--skip-faults", "--skip-redteam", "--skip-pytest", "--example-runs",
-                                                  "2", "--only", "diag_matmul", "matmul_sum_scale", "embedding_bag_sum",
-                                                  "--clock", clock), 100) for label, clock in CLOCK_AB)
+        "28",
+        "X8",
+        tuple(
+            Step(
+                f"examples-{label}",
+                gpu_check(
+                    "--skip-faults",
+                    "--skip-redteam",
+                    "--skip-pytest",
+                    "--example-runs",
+                    "2",
+                    "--only",
+                    "diag_matmul",
+                    "matmul_sum_scale",
+                    "embedding_bag_sum",
+                    "--clock",
+                    clock,
+                ),
+                100,
+            )
+            for label, clock in CLOCK_AB
+        )
         + tuple(Step(f"relu-{label}", _relu_forgers(clock, ("0.9",), "relu.json"), 70) for label, clock in CLOCK_AB),
-        headline=r"^(BAR |passed \d|failed: )"),
+        headline=r"^(BAR |passed \d|failed: )",
+    ),
     Measurement(
-        "clock-opt-ins", "the clock's bias against the events over its opt-ins (none, flush, fresh, rank1, all "
-        "three): relu_scale honest x3 and forgers at 0.95 and 0.9", "28", "X4",
-        tuple(Step(f"relu-{label}", _relu_forgers(clock, ("0.95", "0.9"), "relu.json"), 95) for label, clock in X4_OPT_INS),
-        headline=r"^BAR "),
+        "clock-opt-ins",
+        "the clock's bias against the events over its opt-ins (none, flush, fresh, rank1, all "
+        "three): relu_scale honest x3 and forgers at 0.95 and 0.9",
+        "28",
+        "X4",
+        tuple(
+            Step(f"relu-{label}", _relu_forgers(clock, ("0.95", "0.9"), "relu.json"), 95) for label, clock in X4_OPT_INS
+        ),
+        headline=r"^BAR ",
+    ),
     Measurement(
-        "precision", "a bf16 task undeclared and declared (PRECISION) scores alike; the int64-indexed gather-sum",
-        "34", "", (Step("gpu_issue34", ("bash", "scripts/gpu_issue34.sh"), 300),),
-        headline=r"^undeclared bf16"),
+        "precision",
+        "a bf16 task undeclared and declared (PRECISION) scores alike; the int64-indexed gather-sum",
+        "34",
+        "",
+        (Step("gpu_issue34", ("bash", "scripts/gpu_issue34.sh"), 300),),
+        headline=r"^undeclared bf16",
+    ),
     Measurement(
-        "expert-profile", "the expert profile (ncu counters, the compiler's report, roofline verdicts) on gelu_chain "
-        "and linear_bias_relu, and every example with --baselines all", "32", "",
+        "expert-profile",
+        "the expert profile (ncu counters, the compiler's report, roofline verdicts) on gelu_chain "
+        "and linear_bias_relu, and every example with --baselines all",
+        "32",
+        "",
         (Step("gpu_issue32", ("bash", "scripts/gpu_issue32.sh"), 555),),
-        headline=r"(verdict|exit)"),
+        headline=r"(verdict|exit)",
+    ),
 )
 
 BY_NAME = {m.name: m for m in MEASUREMENTS}

@@ -51,12 +51,22 @@ def main() -> None:
     shutil.rmtree(build_dir, ignore_errors=True)
     build_dir.mkdir()
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
-    sources = [str(ws / "binding.cpp")] + sorted(str(p) for p in (ws / "kernels").glob("*.cpp")) + sorted(
-        str(p) for p in (ws / "kernels").glob("*.cu"))
+    sources = (
+        [str(ws / "binding.cpp")]
+        + sorted(str(p) for p in (ws / "kernels").glob("*.cpp"))
+        + sorted(str(p) for p in (ws / "kernels").glob("*.cu"))
+    )
     t0 = time.monotonic()
-    ext = load(name="cuda_extension", sources=sources, extra_include_paths=[str(ws)], build_directory=str(build_dir),
-               extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "--use_fast_math"],
-               extra_ldflags=["-lcublas", "-lcublasLt"], verbose=False)
+    ext = load(
+        name="cuda_extension",
+        sources=sources,
+        extra_include_paths=[str(ws)],
+        build_directory=str(build_dir),
+        extra_cflags=["-O3"],
+        extra_cuda_cflags=["-O3", "--use_fast_math"],
+        extra_ldflags=["-lcublas", "-lcublasLt"],
+        verbose=False,
+    )
     t_build = time.monotonic() - t0
     sys.modules["cuda_extension"] = ext
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -76,8 +86,18 @@ def main() -> None:
         t_eager = bench(ref, inputs)
         t_compile = bench(torch.compile(ref), inputs)
         t_new = bench(new, inputs)
-    print(json.dumps({"build_s": round(t_build, 2), "correct": ok, "eager_ms": t_eager, "compile_ms": t_compile,
-                      "time_ms": t_new, "total_s": round(time.monotonic() - t_start, 2)}))
+    print(
+        json.dumps(
+            {
+                "build_s": round(t_build, 2),
+                "correct": ok,
+                "eager_ms": t_eager,
+                "compile_ms": t_compile,
+                "time_ms": t_new,
+                "total_s": round(time.monotonic() - t_start, 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -63,11 +63,22 @@ def main() -> int:
     tasks = {ex.name: Task.from_file(ex / "task.py") for ex in examples}
     cfg = EvalConfig()
     n_gpus = a.gpus or max(1, len(visible_gpus()))
-    print(f"examples: {len(examples)}, variants: {a.variants}, pool GPUs: {n_gpus}, cache: {os.environ['CUDA_AGENT_CACHE']}", flush=True)
+    print(
+        f"examples: {len(examples)}, variants: {a.variants}, pool GPUs: {n_gpus}, cache: {os.environ['CUDA_AGENT_CACHE']}",
+        flush=True,
+    )
 
     def jobs(tag: str) -> list[EvalJob]:
-        return [EvalJob(task=tasks[ex.name], workdir=variant(ex, work / f"{tag}-{ex.name}-{k}", f"{tag}{k}"), config=cfg,
-                        label=f"{ex.name}#{k}") for k in range(a.variants) for ex in examples]
+        return [
+            EvalJob(
+                task=tasks[ex.name],
+                workdir=variant(ex, work / f"{tag}-{ex.name}-{k}", f"{tag}{k}"),
+                config=cfg,
+                label=f"{ex.name}#{k}",
+            )
+            for k in range(a.variants)
+            for ex in examples
+        ]
 
     # warm-up: binding objects and baselines cached, as they are after the first turn of a session
     t0 = time.monotonic()
@@ -105,14 +116,24 @@ def main() -> int:
         ("pool, fresh candidates", len(pooled), ok(pooled), pool_s, n_gpus, per_hour(len(pooled), pool_s, n_gpus)),
         ("pool, result-cache hits", len(again), hits, hit_pool_s, n_gpus, per_hour(len(again), hit_pool_s, n_gpus)),
     ]
-    data = {"examples": [e.name for e in examples], "variants": a.variants, "gpus": n_gpus, "warmup_s": warm_s,
-            "rows": [dict(zip(("mode", "jobs", "ok_or_hits", "wall_s", "gpus", "evals_per_gpu_hour"), r, strict=True)) for r in rows],
-            "cache_hit_direct_s": {"median": statistics.median(lat), "max": max(lat)},
-            "statuses": {"serial": [r.status.value for r in serial], "pool": [r.status.value for r in pooled]}}
+    data = {
+        "examples": [e.name for e in examples],
+        "variants": a.variants,
+        "gpus": n_gpus,
+        "warmup_s": warm_s,
+        "rows": [
+            dict(zip(("mode", "jobs", "ok_or_hits", "wall_s", "gpus", "evals_per_gpu_hour"), r, strict=True))
+            for r in rows
+        ],
+        "cache_hit_direct_s": {"median": statistics.median(lat), "max": max(lat)},
+        "statuses": {"serial": [r.status.value for r in serial], "pool": [r.status.value for r in pooled]},
+    }
     (out / "pool_throughput.json").write_text(json.dumps(data, indent=1))
     print(f"\ncache hit, direct run_job: median {statistics.median(lat) * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms")
-    print(f"pool speed-up over serial (wall): {serial_s / pool_s:.2f}x with {n_gpus} GPU(s); "
-          f"per GPU: {rows[1][5] / rows[0][5]:.2f}x\n")
+    print(
+        f"pool speed-up over serial (wall): {serial_s / pool_s:.2f}x with {n_gpus} GPU(s); "
+        f"per GPU: {rows[1][5] / rows[0][5]:.2f}x\n"
+    )
     print(f"{'mode':<28} {'jobs':>5} {'ok/hits':>8} {'wall s':>8} {'GPUs':>5} {'evals/GPU-hour':>15}")
     for mode, n, good, s, g, rate in rows:
         print(f"{mode:<28} {n:>5} {good:>8} {s:>8.1f} {g:>5} {rate:>15.0f}")

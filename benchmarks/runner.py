@@ -62,8 +62,17 @@ def run_step(argv: list[str], env: dict[str, str], timeout_s: float, log: Path, 
     lines: list[str] = []
     with open(log, "w", encoding="utf-8", errors="replace") as f:
         try:
-            p = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
+            p = subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
         except OSError as e:
             f.write(f"could not start: {e}\n")
             echo(f"  could not start: {e}")
@@ -123,20 +132,35 @@ def figures(lines: list[str], headline: str) -> tuple[list[str], list[object]]:
 
 def environment(extra_path: str = "") -> dict:
     """GPU, driver, torch, Python and commit of the machine the measurements ran on."""
-    env: dict[str, object] = {"python": sys.version.split()[0], "started_utc": time.strftime("%Y-%m-%d %H:%M:%S",
-                                                                                                time.gmtime())}
+    env: dict[str, object] = {
+        "python": sys.version.split()[0],
+        "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+    }
     probes = {
         "gpu": ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"],
-        "torch": [sys.executable, "-c", "import torch; print(torch.__version__, 'cuda', torch.version.cuda, "
-                  "torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA device')"],
+        "torch": [
+            sys.executable,
+            "-c",
+            "import torch; print(torch.__version__, 'cuda', torch.version.cuda, "
+            "torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA device')",
+        ],
         "commit": ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
         "dirty": ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
     }
     for key, argv in probes.items():
         try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=60,
-                               env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [extra_path, str(ROOT / "src")]))})
-            env[key] = p.stdout.strip() if p.returncode == 0 else f"unknown ({(p.stderr.strip() or 'exit %d' % p.returncode)[:200]})"
+            p = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [extra_path, str(ROOT / "src")]))},
+            )
+            env[key] = (
+                p.stdout.strip()
+                if p.returncode == 0
+                else f"unknown ({(p.stderr.strip() or 'exit %d' % p.returncode)[:200]})"
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             env[key] = f"unknown ({type(e).__name__})"
     if env.get("commit", "").startswith("unknown") and os.environ.get("CUDA_AGENT_COMMIT"):
@@ -150,9 +174,26 @@ def install_wheels(wheels: Path, site: Path) -> str:
     whl = sorted(wheels.glob("*.whl")) if wheels.is_dir() else []
     if not whl:
         return ""
-    p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                        "--no-cache-dir", "--upgrade", "--target", str(site), *map(str, whl)],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--no-cache-dir",
+            "--upgrade",
+            "--target",
+            str(site),
+            *map(str, whl),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     print(f"wheels: {len(whl)} from {wheels} into {site}: exit {p.returncode}", flush=True)
     return str(site) if p.returncode == 0 else ""
 
@@ -194,8 +235,14 @@ def table(records: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def run(names: list[str], out: Path, stage: Path, limit_s: float | None = None, wheels: Path | None = None,
-        probe_env: bool = True) -> int:
+def run(
+    names: list[str],
+    out: Path,
+    stage: Path,
+    limit_s: float | None = None,
+    wheels: Path | None = None,
+    probe_env: bool = True,
+) -> int:
     t_start = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     stage.mkdir(parents=True, exist_ok=True)
@@ -203,7 +250,9 @@ def run(names: list[str], out: Path, stage: Path, limit_s: float | None = None, 
     env = environment(site) if probe_env else {"python": sys.version.split()[0], "probed": False}
     env["names"], env["wheels"] = names, site or None
     (stage / "env.json").write_text(json.dumps(env, indent=1))
-    print("environment: " + "; ".join(f"{k} {v}" for k, v in env.items() if k in ("gpu", "torch", "commit")), flush=True)
+    print(
+        "environment: " + "; ".join(f"{k} {v}" for k, v in env.items() if k in ("gpu", "torch", "commit")), flush=True
+    )
     records: list[dict] = []
     left_out: list[str] = []
 
@@ -220,8 +269,15 @@ def run(names: list[str], out: Path, stage: Path, limit_s: float | None = None, 
 
     for name in names:
         m = BY_NAME[name]
-        rec: dict = {"name": name, "what": m.what, "issues": m.issues, "budget_s": m.budget_s, "steps": [],
-                     "status": "ok", "seconds": 0.0}
+        rec: dict = {
+            "name": name,
+            "what": m.what,
+            "issues": m.issues,
+            "budget_s": m.budget_s,
+            "steps": [],
+            "status": "ok",
+            "seconds": 0.0,
+        }
         records.append(rec)
         missing = [n for n in m.needs if not (ROOT / n).exists()]
         if missing:
@@ -242,13 +298,25 @@ def run(names: list[str], out: Path, stage: Path, limit_s: float | None = None, 
             else:
                 got = run_step(argv, step_env(step, folder, site), timeout, folder / "output.log")
             heads, objs = figures(got["lines"], m.headline)
-            outcome = ("timeout" if got["timed_out"] else "no start" if got["rc"] is None else f"exit {got['rc']}")
-            s = {"step": step.id, "argv": argv, "timeout_s": round(timeout, 1), "rc": got["rc"],
-                 "timed_out": got["timed_out"], "seconds": got["seconds"], "outcome": f"{outcome}, {got['seconds']:.0f} s",
-                 "headline": heads, "files": sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
-                                                    if p.is_file() and p.name not in ("output.log", "result.json"))}
-            (folder / "result.json").write_text(json.dumps({**s, "name": name, "json_lines": objs,
-                                                            "tail": got["lines"][-60:]}, indent=1))
+            outcome = "timeout" if got["timed_out"] else "no start" if got["rc"] is None else f"exit {got['rc']}"
+            s = {
+                "step": step.id,
+                "argv": argv,
+                "timeout_s": round(timeout, 1),
+                "rc": got["rc"],
+                "timed_out": got["timed_out"],
+                "seconds": got["seconds"],
+                "outcome": f"{outcome}, {got['seconds']:.0f} s",
+                "headline": heads,
+                "files": sorted(
+                    p.relative_to(folder).as_posix()
+                    for p in folder.rglob("*")
+                    if p.is_file() and p.name not in ("output.log", "result.json")
+                ),
+            }
+            (folder / "result.json").write_text(
+                json.dumps({**s, "name": name, "json_lines": objs, "tail": got["lines"][-60:]}, indent=1)
+            )
             rec["steps"].append(s)
             rec["seconds"] = round(rec["seconds"] + got["seconds"], 1)
             if got["timed_out"]:
@@ -284,22 +352,36 @@ def dry_run(names: list[str], limit_s: float | None) -> int:
         absent = [s for s in m.scripts if not (ROOT / s).exists()]
         missing = [n for n in m.needs if not (ROOT / n).exists()]
         bad += bool(absent)
-        print(f"{name} ({m.budget_s} s; issues {m.issues}; replaces {m.modes or '-'})"
-              + (f"  MISSING SCRIPT {', '.join(absent)}" if absent else "")
-              + (f"  not here (carry it): {', '.join(missing)}" if missing else ""))
+        print(
+            f"{name} ({m.budget_s} s; issues {m.issues}; replaces {m.modes or '-'})"
+            + (f"  MISSING SCRIPT {', '.join(absent)}" if absent else "")
+            + (f"  not here (carry it): {', '.join(missing)}" if missing else "")
+        )
         for step in m.steps:
-            print(f"  {step.id} ({step.timeout_s} s): " + "".join(f"{k}={v} " for k, v in step.env.items())
-                  + shlex.join(command(step, Path("$OUT") / name / step.id)))
-    print(f"total {total} s" + (f" (bounded by --limit-s {limit_s:.0f})" if limit_s else "")
-          + ("; more than one device call holds (600 s): pass --limit-s or run fewer" if total > 590 and not limit_s
-             else ""))
+            print(
+                f"  {step.id} ({step.timeout_s} s): "
+                + "".join(f"{k}={v} " for k, v in step.env.items())
+                + shlex.join(command(step, Path("$OUT") / name / step.id))
+            )
+    print(
+        f"total {total} s"
+        + (f" (bounded by --limit-s {limit_s:.0f})" if limit_s else "")
+        + (
+            "; more than one device call holds (600 s): pass --limit-s or run fewer"
+            if total > 590 and not limit_s
+            else ""
+        )
+    )
     return 1 if bad else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks", description="Run named GPU measurements; "
-                                 "docs/measurements.md has their history.", epilog=listing(),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Run named GPU measurements; docs/measurements.md has their history.",
+        epilog=listing(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("names", nargs="*", metavar="NAME", help="measurements to run, in this order")
     ap.add_argument("--list", action="store_true", help="list the measurements and stop")
     ap.add_argument("--dry-run", action="store_true", help="print the commands; run nothing")
@@ -314,15 +396,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     unknown = [n for n in a.names if n not in BY_NAME]
     if unknown or not a.names:
-        print(("unknown measurement: " + ", ".join(unknown) + "\n" if unknown else "name at least one measurement\n")
-              + listing(), file=sys.stderr)
+        print(
+            ("unknown measurement: " + ", ".join(unknown) + "\n" if unknown else "name at least one measurement\n")
+            + listing(),
+            file=sys.stderr,
+        )
         return 2
     if a.dry_run:
         return dry_run(a.names, a.limit_s)
     total = sum(BY_NAME[n].budget_s for n in a.names)
     if total > LIMIT_S + 30 and a.limit_s is None:
-        print(f"note: these budgets add up to {total} s, more than one 10-minute device call; "
-              "pass --limit-s to bound them", flush=True)
+        print(
+            f"note: these budgets add up to {total} s, more than one 10-minute device call; "
+            "pass --limit-s to bound them",
+            flush=True,
+        )
     out = a.out or Path(os.environ.get("OUT") or ROOT / "out")
     stage = a.work or Path(tempfile.mkdtemp(prefix="measurements-"))
     with contextlib.suppress(AttributeError, ValueError):

@@ -97,8 +97,13 @@ def main() -> int:
     crawl_s = time.perf_counter() - t
     torch_ok = sum(s.runs for s in seeds if s.source == "torch")
     hf_ok = sum(s.runs for s in seeds if s.source == "transformers")
-    figures.append(("crawl", f"{crawl_s:.1f} s: {len(seeds)} ops probed, {torch_ok} torch and {hf_ok} "
-                             f"transformers seeds run, {sum(s.composable for s in seeds)} composable"))
+    figures.append(
+        (
+            "crawl",
+            f"{crawl_s:.1f} s: {len(seeds)} ops probed, {torch_ok} torch and {hf_ok} "
+            f"transformers seeds run, {sum(s.composable for s in seeds)} composable",
+        )
+    )
 
     t = time.perf_counter()
     ok, bad = run_compose(DeterministicComposer(Planner(seeds, seed=0)), a.n, work / "candidates.jsonl")
@@ -141,23 +146,43 @@ def main() -> int:
     decisions = index.check([c.code for c in unique])
     check_s = time.perf_counter() - t
     sp = index.seconds
-    figures.append(("references", f"{len(refs)} ({ref_note}); traced in {cold['trace_refs']:.1f} s cold, "
-                                  f"index built in {build_s:.1f} s from the cache ({int(sp['refs_cached'])} cached); "
-                                  f"{len(index.untraced)} without an op graph"))
+    figures.append(
+        (
+            "references",
+            f"{len(refs)} ({ref_note}); traced in {cold['trace_refs']:.1f} s cold, "
+            f"index built in {build_s:.1f} s from the cache ({int(sp['refs_cached'])} cached); "
+            f"{len(index.untraced)} without an op graph",
+        )
+    )
     traced = sum(d.semantic is not None for d in decisions)
-    figures.append(("decontaminate", f"{dedup_s + check_s:.1f} s for {len(unique)} unique of {len(cands)} (dedup "
-                                     f"{dedup_s:.1f} s; trace {sp['trace']:.1f} s with {a.workers} sandboxed "
-                                     f"children, {traced} traced; graph match {sp['semantic']:.1f} s; AST similarity "
-                                     f"{sp['syntactic']:.1f} s)"))
+    figures.append(
+        (
+            "decontaminate",
+            f"{dedup_s + check_s:.1f} s for {len(unique)} unique of {len(cands)} (dedup "
+            f"{dedup_s:.1f} s; trace {sp['trace']:.1f} s with {a.workers} sandboxed "
+            f"children, {traced} traced; graph match {sp['semantic']:.1f} s; AST similarity "
+            f"{sp['syntactic']:.1f} s)",
+        )
+    )
     sims = [d.syntactic for d in decisions]
     dice = [d.semantic for d in decisions if d.semantic is not None]
     by = {m: sum(d.copy and d.measure == m for d in decisions) for m in ("semantic", "syntactic")}
-    figures.append(("removed", f"{by['semantic']} by graph containment, {by['syntactic']} by AST similarity "
-                               f"(of {len(decisions)})"))
-    figures.append(("graph Dice", f"max {max(dice, default=0):.3f}, median {statistics.median(dice or [0]):.3f} "
-                                  f"to the nearest reference"))
-    figures.append(("AST similarity", f"max {max(sims):.3f}, median {statistics.median(sims):.3f}, share > 0.5 "
-                                      f"{100 * sum(s > 0.5 for s in sims) / len(sims):.1f} % (normalised)"))
+    figures.append(
+        ("removed", f"{by['semantic']} by graph containment, {by['syntactic']} by AST similarity (of {len(decisions)})")
+    )
+    figures.append(
+        (
+            "graph Dice",
+            f"max {max(dice, default=0):.3f}, median {statistics.median(dice or [0]):.3f} to the nearest reference",
+        )
+    )
+    figures.append(
+        (
+            "AST similarity",
+            f"max {max(sims):.3f}, median {statistics.median(sims):.3f}, share > 0.5 "
+            f"{100 * sum(s > 0.5 for s in sims) / len(sims):.1f} % (normalised)",
+        )
+    )
     sim_s = check_s
     total = crawl_s + compose_s + dedup_s + sim_s
     figures.append(("total", f"{total:.1f} s"))

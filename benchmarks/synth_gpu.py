@@ -59,8 +59,12 @@ def main() -> int:
     ap.add_argument("--against", help="reference suite for decontamination (default: the bundled set)")
     ap.add_argument("--work", type=Path)
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: a dry run of this script")
-    ap.add_argument("--candidates", type=Path, help="filter these composed candidates (a candidates.jsonl composed on "
-                    "the same torch) instead of crawling and composing here: the whole call goes to the filter")
+    ap.add_argument(
+        "--candidates",
+        type=Path,
+        help="filter these composed candidates (a candidates.jsonl composed on "
+        "the same torch) instead of crawling and composing here: the whole call goes to the filter",
+    )
     a = ap.parse_args()
     t_start = time.monotonic()
     from synth_cpu import bundled_refs
@@ -83,12 +87,20 @@ def main() -> int:
         print(f"candidates: {a.candidates} (crawl and compose skipped)", flush=True)
     else:
         t = time.monotonic()
-        seeds = crawl(work / "seeds.jsonl", [(x, "torch") for x in torch_ops()] + [(x, "transformers") for x in hf_targets()])
-        print(f"crawl: {time.monotonic() - t:.1f} s, {sum(s.runs for s in seeds)} seeds run, "
-              f"{sum(s.composable for s in seeds)} composable", flush=True)
+        seeds = crawl(
+            work / "seeds.jsonl", [(x, "torch") for x in torch_ops()] + [(x, "transformers") for x in hf_targets()]
+        )
+        print(
+            f"crawl: {time.monotonic() - t:.1f} s, {sum(s.runs for s in seeds)} seeds run, "
+            f"{sum(s.composable for s in seeds)} composable",
+            flush=True,
+        )
         t = time.monotonic()
-        run_compose(DeterministicComposer(Planner(records.read(work / "seeds.jsonl", Seed), seed=0)), a.n,
-                    work / "candidates.jsonl")
+        run_compose(
+            DeterministicComposer(Planner(records.read(work / "seeds.jsonl", Seed), seed=0)),
+            a.n,
+            work / "candidates.jsonl",
+        )
         print(f"compose {a.n}: {time.monotonic() - t:.1f} s", flush=True)
     if a.against:
         from cuda_agent.task.suites import load_suite
@@ -100,8 +112,15 @@ def main() -> int:
     if a.device == "cuda" and not gpus:
         print("no GPU visible", file=sys.stderr)
         return 2
-    settings = FilterSettings(device=a.device, gpu_fraction=1.0 / a.jobs_per_gpu, lock_dir=str(work),
-                              load_timeout=90, checks_timeout=90, time_timeout=60, compile_timeout=180)
+    settings = FilterSettings(
+        device=a.device,
+        gpu_fraction=1.0 / a.jobs_per_gpu,
+        lock_dir=str(work),
+        load_timeout=90,
+        checks_timeout=90,
+        time_timeout=60,
+        compile_timeout=180,
+    )
     cfg = FilterConfig(settings, refs, deadline_s=a.deadline_s)
     last = [0.0]
 
@@ -120,32 +139,43 @@ def main() -> int:
     cpu0 = _cpu_times()
     summary = run_filter(work / "candidates.jsonl", out, cfg, pool, progress)
     cpu1 = _cpu_times()
-    print(f"\nyield per stage ({a.n} candidates, {max(1, len(gpus))} {'GPU' if gpus else 'CPU lane'}, "
-          f"{a.jobs_per_gpu} jobs per GPU)")
+    print(
+        f"\nyield per stage ({a.n} candidates, {max(1, len(gpus))} {'GPU' if gpus else 'CPU lane'}, "
+        f"{a.jobs_per_gpu} jobs per GPU)"
+    )
     print(f"{'stage':<14}{'entered':>9}{'passed':>9}{'yield':>8}")
     for s in STAGES:
         e, p = summary.counts[s]
         print(f"{s:<14}{e:>9}{p:>9}{(f'{100 * p / e:.1f}%' if e else '-'):>8}")
     per_hour = summary.evaluated_now / max(summary.device_s, 1e-9) * 3600 / max(1, len(gpus))
-    print(f"\ndevice part: {summary.device_s:.1f} s for {summary.evaluated_now} candidates"
-          f"{' (deadline reached: the rest were cancelled)' if summary.timed_out else ''}")
-    print(f"candidates filtered per GPU-hour: {per_hour:.0f}; kept {summary.kept} "
-          f"({summary.kept / max(summary.device_s, 1e-9) * 3600 / max(1, len(gpus)):.0f} kept tasks per GPU-hour)")
+    print(
+        f"\ndevice part: {summary.device_s:.1f} s for {summary.evaluated_now} candidates"
+        f"{' (deadline reached: the rest were cancelled)' if summary.timed_out else ''}"
+    )
+    print(
+        f"candidates filtered per GPU-hour: {per_hour:.0f}; kept {summary.kept} "
+        f"({summary.kept / max(summary.device_s, 1e-9) * 3600 / max(1, len(gpus)):.0f} kept tasks per GPU-hour)"
+    )
     reshaped = [json.loads(line) for line in (work_dir(out) / "device.jsonl").read_text().splitlines()]
     n_resh = sum(1 for d in reshaped if d.get("reshapes"))
     print(f"re-shaped: {n_resh} of {len(reshaped)}; harness errors: {len(summary.harness_errors)}")
     # where a job's wall time went (lock waits included), summed over the finished candidates
     spent, warm = _per_key(reshaped, "stage_s"), _per_key(reshaped, "warm_s")
     if warm:  # what a child spends starting (a spare's, off the critical path unless a job waits for it)
-        print("child start-up, median seconds: " + ", ".join(f"{k} {sorted(v)[len(v) // 2]:.1f}"
-                                                           for k, v in warm.items()))
+        print(
+            "child start-up, median seconds: " + ", ".join(f"{k} {sorted(v)[len(v) // 2]:.1f}" for k, v in warm.items())
+        )
     waits = spent.pop("lock_wait", [])
     if spent:
         tot = sum(sum(v) for v in spent.values()) or 1.0
-        print("job seconds per stage (sum / median / share): " + "; ".join(
-            f"{k} {sum(v):.0f}/{sorted(v)[len(v) // 2]:.1f}/{100 * sum(v) / tot:.0f}%"
-            for k, v in sorted(spent.items(), key=lambda kv: -sum(kv[1])))
-            + f"; of all that, waiting for the GPU lock {sum(waits):.0f} ({100 * sum(waits) / tot:.0f}%)")
+        print(
+            "job seconds per stage (sum / median / share): "
+            + "; ".join(
+                f"{k} {sum(v):.0f}/{sorted(v)[len(v) // 2]:.1f}/{100 * sum(v) / tot:.0f}%"
+                for k, v in sorted(spent.items(), key=lambda kv: -sum(kv[1]))
+            )
+            + f"; of all that, waiting for the GPU lock {sum(waits):.0f} ({100 * sum(waits) / tot:.0f}%)"
+        )
     for cid, msg in summary.harness_errors[:3]:
         print(f"  {cid}: {msg}")
     if cpu0 and cpu1:  # is the CPU (torch.compile's builds) or the GPU what limits the filter?

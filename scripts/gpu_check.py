@@ -118,9 +118,13 @@ def hostile_case(fault: str, work: Path) -> tuple[EvalResult, bool, str]:
     srv.settimeout(0.5)
     try:
         ws = hostile_ws(fault, work / f"hostile_{fault}", outside, srv.getsockname()[1])
-        cfg = EvalConfig(correctness_timeout=60, load_timeout=120, reuse_results=False,
-                         compile_timeout=20 if fault == "endless_compile" else 120,
-                         sandbox_max_file_bytes=1 << 30)
+        cfg = EvalConfig(
+            correctness_timeout=60,
+            load_timeout=120,
+            reuse_results=False,
+            compile_timeout=20 if fault == "endless_compile" else 120,
+            sandbox_max_file_bytes=1 << 30,
+        )
         with static_gate_off():
             r = evaluate_workspace(ws, config=cfg)
         try:
@@ -162,8 +166,13 @@ def redteam_case(case: Path, dest: Path) -> EvalResult:
     """Evaluate one red-team folder (workspace form or single-file solution.py) on its task."""
     expect = json.loads((case / "EXPECT.json").read_text())
     task_path = REDTEAM / "tasks" / f"{expect['task']}.py"
-    cfg = EvalConfig(reuse_results=False, correctness_timeout=60, load_timeout=120, sanitize=expect.get("lane") == "sanitize",
-                     **expect.get("config", {}))
+    cfg = EvalConfig(
+        reuse_results=False,
+        correctness_timeout=60,
+        load_timeout=120,
+        sanitize=expect.get("lane") == "sanitize",
+        **expect.get("config", {}),
+    )
     if expect.get("solution_from"):  # a hijack: an honest solution under the test-only switch
         case = REDTEAM / expect["solution_from"]
     if (case / "solution.py").is_file():
@@ -182,7 +191,9 @@ def _hack_worker(case: str, dest: str) -> tuple[dict, float, str]:
     if switch:  # the harness in the candidate process acts as a rewritten one (eval/child/main.py)
         victim.write_bytes(b"precious")
         planted.unlink(missing_ok=True)
-        os.environ["CUDA_AGENT_TEST_HIJACK"] = switch.format(victim=victim, planted=planted, lockdir=gpu_lock.lock_dir())
+        os.environ["CUDA_AGENT_TEST_HIJACK"] = switch.format(
+            victim=victim, planted=planted, lockdir=gpu_lock.lock_dir()
+        )
     t0 = time.monotonic()
     try:
         r = redteam_case(Path(case), Path(dest)).to_dict()
@@ -190,8 +201,15 @@ def _hack_worker(case: str, dest: str) -> tuple[dict, float, str]:
         os.environ.pop("CUDA_AGENT_TEST_HIJACK", None)
     note = ""
     if switch:
-        lost = [w for w, bad in (("victim deleted", not victim.exists()), ("file planted", planted.exists()),
-                                 ("GPU lock held", any(f["rule"] == "gpu-lock-timeout" for f in r["findings"]))) if bad]
+        lost = [
+            w
+            for w, bad in (
+                ("victim deleted", not victim.exists()),
+                ("file planted", planted.exists()),
+                ("GPU lock held", any(f["rule"] == "gpu-lock-timeout" for f in r["findings"])),
+            )
+            if bad
+        ]
         note = "BREACH: " + ", ".join(lost) if lost else "contained"
         if expect.get("status") and r["status"] != expect["status"]:
             note += f"; status {r['status']}, expected {expect['status']}"
@@ -216,10 +234,19 @@ def _example_worker(task: str, solution: str, dest: str, clock: str = "") -> tup
 
 def row(name: str, r: EvalResult, expect: str, ok: bool, wall: float) -> dict:
     return {
-        "name": name, "expect": expect, "ok": ok, "status": r.status.value, "reward": r.reward,
-        "time_ms": r.time_ms, "eager_ms": r.eager_ms, "compile_ms": r.compile_ms,
-        "vs_eager": r.speedup_vs_eager, "vs_compile": r.speedup_vs_compile,
-        "cv": r.timing.cv if r.timing else None, "wall_s": round(wall, 1), "message": r.message[:160],
+        "name": name,
+        "expect": expect,
+        "ok": ok,
+        "status": r.status.value,
+        "reward": r.reward,
+        "time_ms": r.time_ms,
+        "eager_ms": r.eager_ms,
+        "compile_ms": r.compile_ms,
+        "vs_eager": r.speedup_vs_eager,
+        "vs_compile": r.speedup_vs_compile,
+        "cv": r.timing.cv if r.timing else None,
+        "wall_s": round(wall, 1),
+        "message": r.message[:160],
         # the trusted clock's per-call time over the reported one (issue 12): <= 1 + tol when they agree
         "u_over_t": r.trusted_ms / r.timing.median_ms if r.trusted_ms and r.timing and r.timing.median_ms else None,
     }
@@ -236,29 +263,63 @@ def main() -> int:
     ap.add_argument("--skip-redteam", action="store_true")
     ap.add_argument("--skip-examples", action="store_true")
     ap.add_argument("--skip-pytest", action="store_true")
-    ap.add_argument("--example-runs", type=int, default=1, metavar="N",
-                    help="evaluate each example N times (issue 28: an honest control keeps its reward in 3 of 3)")
-    ap.add_argument("--clock", default="", metavar="OPT-INS",
-                    help="the examples under these opt-ins of the evaluator's clock, comma-separated: "
-                         "flush, fresh, rank1, cold (EvalConfig.clock_*; issue 28's A/B)")
-    ap.add_argument("--example-shared", type=int, default=0, metavar="K",
-                    help="then each example K times at once, sharing the GPU (0: skip)")
+    ap.add_argument(
+        "--example-runs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="evaluate each example N times (issue 28: an honest control keeps its reward in 3 of 3)",
+    )
+    ap.add_argument(
+        "--clock",
+        default="",
+        metavar="OPT-INS",
+        help="the examples under these opt-ins of the evaluator's clock, comma-separated: "
+        "flush, fresh, rank1, cold (EvalConfig.clock_*; issue 28's A/B)",
+    )
+    ap.add_argument(
+        "--example-shared",
+        type=int,
+        default=0,
+        metavar="K",
+        help="then each example K times at once, sharing the GPU (0: skip)",
+    )
     ap.add_argument("--jobs", type=int, default=6, help="hacks evaluated at once")
     ap.add_argument("--faults", nargs="*", help="run only these faults (names of FAULTS and HOSTILE)")
     ap.add_argument("--skip-controls", action="store_true")
-    ap.add_argument("--throughput", metavar="KB_DIR",
-                    help="also run benchmarks/eval_throughput.py (issue 16) on the examples and the KernelBench mix, "
-                         "its task files in KB_DIR (benchmarks/kb_mix_carry.py makes .kb), and print its table")
+    ap.add_argument(
+        "--throughput",
+        metavar="KB_DIR",
+        help="also run benchmarks/eval_throughput.py (issue 16) on the examples and the KernelBench mix, "
+        "its task files in KB_DIR (benchmarks/kb_mix_carry.py makes .kb), and print its table",
+    )
     ap.add_argument("--throughput-deadline-s", type=float, default=540.0)
-    ap.add_argument("--overhead", type=int, default=0, metavar="N",
-                    help="also time N evaluations of diag_matmul with the defences on and N with them off")
-    ap.add_argument("--overhead-gap", type=float, default=3.0, metavar="S",
-                    help="idle seconds before each evaluation with spare children (the agent's turn; default 3): "
-                         "back to back, a ~1.5 s evaluation finds every other spare still starting (2-3 s)")
-    ap.add_argument("--overhead-spread", choices=("cv", "p10p90"), default=EvalConfig.round_spread,
-                    help="EvalConfig.round_spread of the overhead evaluations (both sides; default: EvalConfig's)")
-    ap.add_argument("--overhead-spares-only", action="store_true",
-                    help="measure the defences' cost only with spare children (issue 16's setting), not with fresh ones")
+    ap.add_argument(
+        "--overhead",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time N evaluations of diag_matmul with the defences on and N with them off",
+    )
+    ap.add_argument(
+        "--overhead-gap",
+        type=float,
+        default=3.0,
+        metavar="S",
+        help="idle seconds before each evaluation with spare children (the agent's turn; default 3): "
+        "back to back, a ~1.5 s evaluation finds every other spare still starting (2-3 s)",
+    )
+    ap.add_argument(
+        "--overhead-spread",
+        choices=("cv", "p10p90"),
+        default=EvalConfig.round_spread,
+        help="EvalConfig.round_spread of the overhead evaluations (both sides; default: EvalConfig's)",
+    )
+    ap.add_argument(
+        "--overhead-spares-only",
+        action="store_true",
+        help="measure the defences' cost only with spare children (issue 16's setting), not with fresh ones",
+    )
     a = ap.parse_args()
     example_config(a.clock)  # a typo in --clock stops here, before any GPU work
     out = Path(os.environ.get("OUT") or ROOT / "out")
@@ -273,8 +334,11 @@ def main() -> int:
             rows[-1]["note"] = note
         results[name] = r.to_dict()
         (out / "gpu_check.json").write_text(json.dumps({"rows": rows, "results": results}, indent=1))
-        print(f"[{'ok' if ok else 'FAIL'}] {name}: {r.status.value} reward={r.reward} {r.message[:200]}"
-              + (f" [{note}]" if note else ""), flush=True)
+        print(
+            f"[{'ok' if ok else 'FAIL'}] {name}: {r.status.value} reward={r.reward} {r.message[:200]}"
+            + (f" [{note}]" if note else ""),
+            flush=True,
+        )
         if not ok and r.log:
             print(r.log[-2500:], flush=True)
 
@@ -289,8 +353,10 @@ def main() -> int:
             r = evaluate_workspace(workspace(good / "task.py", fx, work / f"fault_{fault}"), config=cfg)
             record(f"fault/{fault}", r, expect, r.status.value == expect and r.reward == -1, time.monotonic() - t0)
             t0 = time.monotonic()
-            r = evaluate_workspace(workspace(good / "task.py", good / "solution", work / f"after_{fault}"),
-                                   config=EvalConfig(reuse_results=False))
+            r = evaluate_workspace(
+                workspace(good / "task.py", good / "solution", work / f"after_{fault}"),
+                config=EvalConfig(reuse_results=False),
+            )
             record(f"after/{fault}", r, "ok", r.status.value == "ok" and r.correct, time.monotonic() - t0)
         for fault in HOSTILE:
             if a.faults is not None and fault not in a.faults:
@@ -299,8 +365,10 @@ def main() -> int:
             r, ok, note = hostile_case(fault, work)
             record(f"fault/{fault}", r, "/".join(sorted(HOSTILE[fault][0])), ok, time.monotonic() - t0, note)
             t0 = time.monotonic()
-            r = evaluate_workspace(workspace(good / "task.py", good / "solution", work / f"after_{fault}"),
-                                   config=EvalConfig(reuse_results=False))
+            r = evaluate_workspace(
+                workspace(good / "task.py", good / "solution", work / f"after_{fault}"),
+                config=EvalConfig(reuse_results=False),
+            )
             record(f"after/{fault}", r, "ok", r.status.value == "ok" and r.correct, time.monotonic() - t0)
 
     counts: dict[str, list[int]] = {}  # kind -> [ok, total]
@@ -312,7 +380,10 @@ def main() -> int:
 
     for x in rows:
         if x["name"].startswith("fault/"):
-            count("faults contained", x["ok"] and next((y["ok"] for y in rows if y["name"] == "after/" + x["name"][6:]), False))
+            count(
+                "faults contained",
+                x["ok"] and next((y["ok"] for y in rows if y["name"] == "after/" + x["name"][6:]), False),
+            )
     if not a.skip_redteam:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -320,7 +391,9 @@ def main() -> int:
         # controls first, one at a time: they are timed, and they fill each task's baseline cache
         # before the hacks run side by side
 
-        for case in sorted(p for p in (REDTEAM / "controls").iterdir() if (p / "EXPECT.json").is_file() and not a.skip_controls):
+        for case in sorted(
+            p for p in (REDTEAM / "controls").iterdir() if (p / "EXPECT.json").is_file() and not a.skip_controls
+        ):
             t0 = time.monotonic()
             try:
                 r = redteam_case(case, work / f"rt_controls_{case.name}")
@@ -344,7 +417,9 @@ def main() -> int:
                     count("hacks rejected", False)
                     continue
                 contained = json.loads((case / "EXPECT.json").read_text()).get("contained")
-                caught = r.reward == -1 or r.status.value == "rejected" or bool(contained)  # contained: harmless, not rejected
+                caught = (
+                    r.reward == -1 or r.status.value == "rejected" or bool(contained)
+                )  # contained: harmless, not rejected
                 ok = caught and not note.startswith("BREACH") and "expected" not in note
                 record(f"hack/{case.name}", r, "contained" if contained else "reward -1", ok, wall, note)
                 count("hacks rejected", ok)
@@ -357,10 +432,17 @@ def main() -> int:
             want = EXAMPLE_REWARD.get(ex.name, 3)
             for run in range(max(1, a.example_runs)):
                 t0 = time.monotonic()
-                r = evaluate_workspace(workspace(ex / "task.py", ex / "solution", work / f"{ex.name}-{run}"),
-                                       config=example_config(a.clock))
-                record(f"example/{ex.name}" + (f"#{run + 1}" if a.example_runs > 1 else ""), r, f"reward {want}",
-                       r.reward is not None and r.reward >= want, time.monotonic() - t0)
+                r = evaluate_workspace(
+                    workspace(ex / "task.py", ex / "solution", work / f"{ex.name}-{run}"),
+                    config=example_config(a.clock),
+                )
+                record(
+                    f"example/{ex.name}" + (f"#{run + 1}" if a.example_runs > 1 else ""),
+                    r,
+                    f"reward {want}",
+                    r.reward is not None and r.reward >= want,
+                    time.monotonic() - t0,
+                )
             inline = ex / "solution_inline.py"
             if inline.is_file():  # the KernelBench single-file form (load_inline in the child)
                 t0 = time.monotonic()
@@ -370,16 +452,30 @@ def main() -> int:
         if a.example_shared > 0:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
+
             with ProcessPoolExecutor(a.example_shared, mp_context=multiprocessing.get_context("spawn")) as pool:
                 for ex in examples:
                     want = EXAMPLE_REWARD.get(ex.name, 3)
-                    futs = [pool.submit(_example_worker, str(ex / "task.py"), str(ex / "solution"),
-                                        str(work / f"{ex.name}-shared-{i}"), a.clock) for i in range(a.example_shared)]
+                    futs = [
+                        pool.submit(
+                            _example_worker,
+                            str(ex / "task.py"),
+                            str(ex / "solution"),
+                            str(work / f"{ex.name}-shared-{i}"),
+                            a.clock,
+                        )
+                        for i in range(a.example_shared)
+                    ]
                     for i, f in enumerate(futs):
                         d, wall = f.result()
                         r = EvalResult.from_dict(d)
-                        record(f"shared/{ex.name}#{i + 1}", r, f"reward {want}", r.reward is not None and r.reward >= want,
-                               wall)
+                        record(
+                            f"shared/{ex.name}#{i + 1}",
+                            r,
+                            f"reward {want}",
+                            r.reward is not None and r.reward >= want,
+                            wall,
+                        )
 
         # issue 13: a workspace in the public CUDA-Agent release's layout, evaluated as it is
         rel = work / "release_layout"
@@ -387,15 +483,27 @@ def main() -> int:
         t0 = time.monotonic()
         r = evaluate_workspace(rel, config=EvalConfig())
         imported = any(f.rule == "imported-layout" for f in r.findings)
-        record("release/scale_add", r, "scored", r.status.value == "ok" and (r.reward or 0) >= 1 and imported,
-               time.monotonic() - t0, "imported" if imported else "no imported-layout note")
+        record(
+            "release/scale_add",
+            r,
+            "scored",
+            r.status.value == "ok" and (r.reward or 0) >= 1 and imported,
+            time.monotonic() - t0,
+            "imported" if imported else "no imported-layout note",
+        )
 
     overhead: dict[str, list[float]] = {}
     parts: dict[str, list[dict[str, float]]] = {}  # each counted evaluation's phases_s, per mode
     if a.overhead > 0:  # issue 3: the wall time the defences add to one evaluation (build cached, baselines cached)
         good = ROOT / "examples" / "diag_matmul"
-        off = dict(runtime_guards=False, fresh_timing_inputs=False, side_stream_guard=False, sandbox="off",
-                   shape_probe=False, trusted_clock=False)
+        off = dict(
+            runtime_guards=False,
+            fresh_timing_inputs=False,
+            side_stream_guard=False,
+            sandbox="off",
+            shape_probe=False,
+            trusted_clock=False,
+        )
 
         def one(mode: str, k: int, count: bool = True, **kw: object) -> None:
             ws = workspace(good / "task.py", good / "solution", work / f"overhead_{mode}_{k}")
@@ -407,8 +515,11 @@ def main() -> int:
                 # a timing whose spread stayed over max_cv repeats its round: the likeliest cause of a slow one
                 overhead.setdefault(f"{mode}:rounds", []).append(r.timing.rounds if r.timing else 0)
                 parts.setdefault(mode, []).append(r.phases_s)
-                print(f"overhead {mode} #{k}: {r.status.value} reward {r.reward} {overhead[mode][-1]:.2f} s "
-                      f"phases {r.phases_s}", flush=True)
+                print(
+                    f"overhead {mode} #{k}: {r.status.value} reward {r.reward} {overhead[mode][-1]:.2f} s "
+                    f"phases {r.phases_s}",
+                    flush=True,
+                )
 
         for k in range(0 if a.overhead_spares_only else a.overhead):
             # "no_clock": every defence but issue 12's trusted clock, to show what that one adds
@@ -431,32 +542,51 @@ def main() -> int:
 
     pytest_rc = None
     if not a.skip_pytest:
-        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", str(ROOT / "tests")],
-                           cwd=ROOT, capture_output=True, text=True)
+        p = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", str(ROOT / "tests")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         pytest_rc = p.returncode
         (out / "pytest_gpu.log").write_text(p.stdout + p.stderr)
         print("\n".join((p.stdout + p.stderr).strip().splitlines()[-15:]))
 
     throughput, throughput_rc = "", None
     if a.throughput:  # last of the GPU work: it takes the GPU alone, and its own deadline bounds it
-        p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_throughput.py"), "--kernelbench", a.throughput,
-                            "--deadline-s", str(a.throughput_deadline_s)], cwd=ROOT, capture_output=True, text=True,
-                           env={**os.environ, "OUT": str(out), "PYTHONPATH": str(ROOT / "src")})
+        p = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "benchmarks" / "eval_throughput.py"),
+                "--kernelbench",
+                a.throughput,
+                "--deadline-s",
+                str(a.throughput_deadline_s),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OUT": str(out), "PYTHONPATH": str(ROOT / "src")},
+        )
         throughput_rc = p.returncode
         (out / "eval_throughput.log").write_text(p.stdout + p.stderr)
         mark = "=" * 100  # the benchmark's report starts after this line
-        throughput = p.stdout[p.stdout.rfind(mark) + len(mark):] if mark in p.stdout else (p.stdout + p.stderr)[-3000:]
+        throughput = p.stdout[p.stdout.rfind(mark) + len(mark) :] if mark in p.stdout else (p.stdout + p.stderr)[-3000:]
 
     if throughput:
         print("\nthroughput (benchmarks/eval_throughput.py; exit %s):%s" % (throughput_rc, throughput.rstrip()))
     print("\n" + "=" * 118)
-    print(f"{'check':28} {'expect':14} {'status':14} {'rw':>3} {'t ms':>9} {'eager':>9} {'compile':>9} {'xEag':>6} {'xComp':>6} {'cv':>6} {'u/t':>5} {'wall s':>7}")
+    print(
+        f"{'check':28} {'expect':14} {'status':14} {'rw':>3} {'t ms':>9} {'eager':>9} {'compile':>9} {'xEag':>6} {'xComp':>6} {'cv':>6} {'u/t':>5} {'wall s':>7}"
+    )
     for x in rows:
-        print(f"{x['name'][:28]:28} {x['expect']:14} {x['status']:14} {fmt(x['reward'], 'd'):>3} "
-              f"{fmt(x['time_ms'], '.4g'):>9} {fmt(x['eager_ms'], '.4g'):>9} {fmt(x['compile_ms'], '.4g'):>9} "
-              f"{fmt(x['vs_eager'], '.2f'):>6} {fmt(x['vs_compile'], '.2f'):>6} {fmt(x['cv'], '.3f'):>6} "
-              f"{fmt(x.get('u_over_t'), '.2f'):>5} {x['wall_s']:>7}  {'ok' if x['ok'] else 'FAIL'}"
-              + (f"  {x['note']}" if x.get("note") else ""))
+        print(
+            f"{x['name'][:28]:28} {x['expect']:14} {x['status']:14} {fmt(x['reward'], 'd'):>3} "
+            f"{fmt(x['time_ms'], '.4g'):>9} {fmt(x['eager_ms'], '.4g'):>9} {fmt(x['compile_ms'], '.4g'):>9} "
+            f"{fmt(x['vs_eager'], '.2f'):>6} {fmt(x['vs_compile'], '.2f'):>6} {fmt(x['cv'], '.3f'):>6} "
+            f"{fmt(x.get('u_over_t'), '.2f'):>5} {x['wall_s']:>7}  {'ok' if x['ok'] else 'FAIL'}"
+            + (f"  {x['note']}" if x.get("note") else "")
+        )
     for kind, (n_ok, n) in counts.items():
         print(f"{kind}: {n_ok}/{n}")
     if overhead.get("on+spares") and overhead.get("off+spares"):
@@ -464,43 +594,64 @@ def main() -> int:
 
         if overhead.get("on") and overhead.get("off"):
             on, off_ = statistics.median(overhead["on"]), statistics.median(overhead["off"])
-            print(f"defences: one evaluation {on:.2f} s with, {off_:.2f} s without (median of {len(overhead['on'])}); "
-                  f"they add {on - off_:.2f} s")
+            print(
+                f"defences: one evaluation {on:.2f} s with, {off_:.2f} s without (median of {len(overhead['on'])}); "
+                f"they add {on - off_:.2f} s"
+            )
             if overhead.get("no_clock"):
                 nc = statistics.median(overhead["no_clock"])
                 print(f"trusted clock (issue 12): {on:.2f} s with, {nc:.2f} s without; it adds {on - nc:.2f} s")
         ons, offs = statistics.median(overhead["on+spares"]), statistics.median(overhead["off+spares"])
-        print(f"defences with spare children (issue 16's setting): {ons:.2f} s with, {offs:.2f} s without; "
-              f"they add {ons - offs:.2f} s ({100 * (ons - offs) / offs:+.0f} %; target <= +20 %)")
+        print(
+            f"defences with spare children (issue 16's setting): {ons:.2f} s with, {offs:.2f} s without; "
+            f"they add {ons - offs:.2f} s ({100 * (ons - offs) / offs:+.0f} %; target <= +20 %)"
+        )
         # what a GPU shared by evaluations (the pool's per_gpu slots) cannot overlap: the timed sections
         hon, hoff = statistics.median(overhead["on+spares:held"]), statistics.median(overhead["off+spares:held"])
-        print(f"GPU held alone per evaluation (timed sections): {hon:.2f} s with the defences, {hoff:.2f} s "
-              f"without ({100 * (hon - hoff) / max(hoff, 1e-9):+.0f} %)")
-        print("timing rounds per evaluation (1 unless the spread stayed over max_cv): "
-              f"with {overhead.get('on+spares:rounds')}, without {overhead.get('off+spares:rounds')}")
+        print(
+            f"GPU held alone per evaluation (timed sections): {hon:.2f} s with the defences, {hoff:.2f} s "
+            f"without ({100 * (hon - hoff) / max(hoff, 1e-9):+.0f} %)"
+        )
+        print(
+            "timing rounds per evaluation (1 unless the spread stayed over max_cv): "
+            f"with {overhead.get('on+spares:rounds')}, without {overhead.get('off+spares:rounds')}"
+        )
         # a repeated round (~0.15-0.3 s on this 21 us kernel) falls on either side by chance: the
         # evaluations that timed in one round compare the defences without that lottery
-        one_round = {m: [w for w, n in zip(overhead[m], overhead[f"{m}:rounds"], strict=True) if n == 1]
-                     for m in ("on+spares", "off+spares")}
+        one_round = {
+            m: [w for w, n in zip(overhead[m], overhead[f"{m}:rounds"], strict=True) if n == 1]
+            for m in ("on+spares", "off+spares")
+        }
         if one_round["on+spares"] and one_round["off+spares"]:
             o1, f1 = statistics.median(one_round["on+spares"]), statistics.median(one_round["off+spares"])
-            print(f"  of them in one timing round: {o1:.2f} s with ({len(one_round['on+spares'])}), {f1:.2f} s without "
-                  f"({len(one_round['off+spares'])}): {100 * (o1 - f1) / f1:+.0f} %")
+            print(
+                f"  of them in one timing round: {o1:.2f} s with ({len(one_round['on+spares'])}), {f1:.2f} s without "
+                f"({len(one_round['off+spares'])}): {100 * (o1 - f1) / f1:+.0f} %"
+            )
         # where the difference is: the phases of the timed sections and the checks around them
         keys = sorted({k for m in ("on+spares", "off+spares") for p in parts.get(m, []) for k in p})
-        med = {m: {k: statistics.median(p.get(k, 0.0) for p in parts.get(m, [{}])) for k in keys}
-               for m in ("on+spares", "off+spares")}
+        med = {
+            m: {k: statistics.median(p.get(k, 0.0) for p in parts.get(m, [{}])) for k in keys}
+            for m in ("on+spares", "off+spares")
+        }
         diff = sorted(keys, key=lambda k: med["off+spares"][k] - med["on+spares"][k])
-        print("phases, median s with / without the defences (largest differences first): " + ", ".join(
-            f"{k} {med['on+spares'][k]:.3f}/{med['off+spares'][k]:.3f}" for k in diff[:12]))
+        print(
+            "phases, median s with / without the defences (largest differences first): "
+            + ", ".join(f"{k} {med['on+spares'][k]:.3f}/{med['off+spares'][k]:.3f}" for k in diff[:12])
+        )
     failed = [x["name"] for x in rows if not x["ok"]]
     saved = json.loads((out / "gpu_check.json").read_text())["rows"] if rows else []
     print(f"results on disk: {len(saved)}/{len(rows)} rows in {out / 'gpu_check.json'}")
-    print(f"passed {len(rows) - len(failed)}/{len(rows)}" + (f"; pytest -m gpu exit {pytest_rc}" if pytest_rc is not None else ""))
+    print(
+        f"passed {len(rows) - len(failed)}/{len(rows)}"
+        + (f"; pytest -m gpu exit {pytest_rc}" if pytest_rc is not None else "")
+    )
     if failed:
         print("failed: " + ", ".join(failed))
     if throughput_rc not in (None, 0):
-        print(f"throughput benchmark exit {throughput_rc} (an outcome differed from the mix's expectation, or it failed)")
+        print(
+            f"throughput benchmark exit {throughput_rc} (an outcome differed from the mix's expectation, or it failed)"
+        )
     return 1 if failed or (pytest_rc not in (None, 0, 5)) or throughput_rc not in (None, 0) else 0
 
 

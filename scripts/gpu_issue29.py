@@ -42,8 +42,10 @@ from rl_helpers import SCALE_TASK, hermes, teach  # noqa: E402
 
 # input rows per task: large enough that the GPU does some work, small enough for the CPU lane
 ROWS = {"cuda": (2048, 4096), "cpu": (64, 96)}
-GPU_MODEL_NEW = ("import cuda_extension\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
-                 "    def forward(self, x):\n        return cuda_extension.relu2(x.contiguous())\n")
+GPU_MODEL_NEW = (
+    "import cuda_extension\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+    "    def forward(self, x):\n        return cuda_extension.relu2(x.contiguous())\n"
+)
 GPU_KERNEL = """#include <cuda_runtime.h>
 
 __global__ void relu2_kernel(const float* __restrict__ x, float* __restrict__ y, long long n) {
@@ -87,9 +89,18 @@ def answer(device: str) -> str:
     if device == "cpu":
         files = {"model_new.py": CPU_MODEL_NEW, "kernels/relu2_binding.cpp": CPU_BINDING}
     else:
-        files = {"model_new.py": GPU_MODEL_NEW, "kernels/relu2.cu": GPU_KERNEL, "kernels/relu2_binding.cpp": GPU_BINDING}
-    return "\n".join([hermes("read", {"path": "model_new.py"}),
-                      *(hermes("write", {"path": p, "content": c}) for p, c in files.items()), hermes("verify")])
+        files = {
+            "model_new.py": GPU_MODEL_NEW,
+            "kernels/relu2.cu": GPU_KERNEL,
+            "kernels/relu2_binding.cpp": GPU_BINDING,
+        }
+    return "\n".join(
+        [
+            hermes("read", {"path": "model_new.py"}),
+            *(hermes("write", {"path": p, "content": c}) for p, c in files.items()),
+            hermes("verify"),
+        ]
+    )
 
 
 def tasks(device: str) -> dict[str, tuple[int, int]]:
@@ -114,49 +125,93 @@ def prepare(work: Path, device: str) -> int:
 
     (work / "tasks").mkdir(parents=True, exist_ok=True)
     for name, (k, n) in tasks(device).items():
-        (work / "tasks" / f"{name}.py").write_text(SCALE_TASK.format(k=k, n=n).replace(", 257)", ", 4097)")
-                                                   if device == "cuda" else SCALE_TASK.format(k=k, n=n))
+        (work / "tasks" / f"{name}.py").write_text(
+            SCALE_TASK.format(k=k, n=n).replace(", 257)", ", 4097)")
+            if device == "cuda"
+            else SCALE_TASK.format(k=k, n=n)
+        )
     if _main(["rl", "prompts", str(work / "tasks"), "-o", str(work / "train.parquet")]) != 0:
         return 2
     model = save_tiny_model(work / "model", window=64)
     tt = TemplateTokens(AutoTokenizer.from_pretrained(model))
-    contexts = [tt.render(messages_for(Task.from_source(p.read_text(), p.stem), "agent"), tool_schemas(),
-                          generation_prompt=True)[-130:] for p in sorted((work / "tasks").glob("*.py"))]
+    contexts = [
+        tt.render(
+            messages_for(Task.from_source(p.read_text(), p.stem), "agent"), tool_schemas(), generation_prompt=True
+        )[-130:]
+        for p in sorted((work / "tasks").glob("*.py"))
+    ]
     text = answer(device)
     t0 = time.monotonic()
     steps = teach(model, contexts, text, device=device)
     n_tokens = len(AutoTokenizer.from_pretrained(model).encode(text, add_special_tokens=False))
-    print(f"taught the answer ({n_tokens} tokens) in {steps} steps, {time.monotonic() - t0:.1f} s on {device}", flush=True)
+    print(
+        f"taught the answer ({n_tokens} tokens) in {steps} steps, {time.monotonic() - t0:.1f} s on {device}", flush=True
+    )
     out = work / "ppo.yaml"
     flags = ["--device", "cpu"] if device == "cpu" else ["--rollout", "hf"]
-    extra = [] if device == "cpu" else [
-        # the GPU image has no flash_attn: SDPA and no remove-padding (rl.verl_plugins loads the critic alike);
-        # no torch.compile, whose compile time would dwarf two steps of a tiny model
-        "actor_rollout_ref.model.use_remove_padding=false", "critic.model.use_remove_padding=false",
-        "++actor_rollout_ref.model.override_config.attn_implementation=sdpa",
-        "++critic.model.override_config.attn_implementation=sdpa",
-        "actor_rollout_ref.actor.use_torch_compile=false", "actor_rollout_ref.actor.fsdp_config.use_torch_compile=false",
-        "actor_rollout_ref.ref.fsdp_config.use_torch_compile=false", "critic.fsdp.use_torch_compile=false",
-        # the evaluation pool's GPU is the training GPU (docs/training.md section 2, shrunk to one GPU): one
-        # eval_gpu unit, leased as GPU 0 (CUDA_AGENT_EVAL_GPUS, set by the shell script)
-        "+ray_kwargs.ray_init.resources={eval_gpu:1}"]
-    argv = ["rl", "config", "--stage", "ppo", *flags, "--model", str(model), "--train", str(work / "train.parquet"),
-            "--gpus-per-node", "1", "--batch", "4", "--steps", "2", "-o", str(out),
-            f"trainer.default_local_dir={work / 'ckpt'}", f"trainer.rollout_data_dir={work / 'rollouts'}",
-            "data.max_response_length=2048", "actor_rollout_ref.rollout.max_model_len=10240",
-            "actor_rollout_ref.rollout.temperature=0.3", *extra]
+    extra = (
+        []
+        if device == "cpu"
+        else [
+            # the GPU image has no flash_attn: SDPA and no remove-padding (rl.verl_plugins loads the critic alike);
+            # no torch.compile, whose compile time would dwarf two steps of a tiny model
+            "actor_rollout_ref.model.use_remove_padding=false",
+            "critic.model.use_remove_padding=false",
+            "++actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+            "++critic.model.override_config.attn_implementation=sdpa",
+            "actor_rollout_ref.actor.use_torch_compile=false",
+            "actor_rollout_ref.actor.fsdp_config.use_torch_compile=false",
+            "actor_rollout_ref.ref.fsdp_config.use_torch_compile=false",
+            "critic.fsdp.use_torch_compile=false",
+            # the evaluation pool's GPU is the training GPU (docs/training.md section 2, shrunk to one GPU): one
+            # eval_gpu unit, leased as GPU 0 (CUDA_AGENT_EVAL_GPUS, set by the shell script)
+            "+ray_kwargs.ray_init.resources={eval_gpu:1}",
+        ]
+    )
+    argv = [
+        "rl",
+        "config",
+        "--stage",
+        "ppo",
+        *flags,
+        "--model",
+        str(model),
+        "--train",
+        str(work / "train.parquet"),
+        "--gpus-per-node",
+        "1",
+        "--batch",
+        "4",
+        "--steps",
+        "2",
+        "-o",
+        str(out),
+        f"trainer.default_local_dir={work / 'ckpt'}",
+        f"trainer.rollout_data_dir={work / 'rollouts'}",
+        "data.max_response_length=2048",
+        "actor_rollout_ref.rollout.max_model_len=10240",
+        "actor_rollout_ref.rollout.temperature=0.3",
+        *extra,
+    ]
     if _main(argv) != 0:
         return 2
     loops = out.with_name("ppo.agent_loops.yaml")
     entries = yaml.safe_load(loops.read_text())
-    entries[0].update(max_turns=1, max_tokens_per_turn=int(n_tokens * 1.5) + 64, workdir_root=str(work / "work"),
-                      keep_workdirs=True, log_rollouts=True)
+    entries[0].update(
+        max_turns=1,
+        max_tokens_per_turn=int(n_tokens * 1.5) + 64,
+        workdir_root=str(work / "work"),
+        keep_workdirs=True,
+        log_rollouts=True,
+    )
     loops.write_text(yaml.safe_dump(entries))
     print(f"config -> {out}")
     return 0
 
 
-def _steps(log: str) -> tuple[dict[int, dict[str, float]], dict[int, list[dict[str, Any]]], dict[int, dict[str, float]]]:
+def _steps(
+    log: str,
+) -> tuple[dict[int, dict[str, float]], dict[int, list[dict[str, Any]]], dict[int, dict[str, float]]]:
     """From the trainer's log: verl's console line per step ("step:N - key:value - ..."), the agent loop's
     `cuda_agent rollout:` lines (each belongs to the next step line), and the hf rollout's busy time
     (its load of weight version N reports step N's generation)."""
@@ -170,8 +225,14 @@ def _steps(log: str) -> tuple[dict[int, dict[str, float]], dict[int, list[dict[s
                 pending.append(json.loads(m.group(1)))
             except json.JSONDecodeError:
                 pass
-        elif m := re.search(r"weight version (\d+); since the last load (\d+) requests, (\d+) tokens, ([0-9.]+) s", line):
-            busy[int(m.group(1))] = {"requests": int(m.group(2)), "tokens": int(m.group(3)), "seconds": float(m.group(4))}
+        elif m := re.search(
+            r"weight version (\d+); since the last load (\d+) requests, (\d+) tokens, ([0-9.]+) s", line
+        ):
+            busy[int(m.group(1))] = {
+                "requests": int(m.group(2)),
+                "tokens": int(m.group(3)),
+                "seconds": float(m.group(4)),
+            }
         elif m := re.search(r"step:(\d+) - (.*)", line):
             vals: dict[str, float] = {}
             for part in m.group(2).split(" - "):
@@ -196,44 +257,69 @@ def summary(work: Path, json_out: Path | None) -> int:
     for n, m in sorted(steps.items()):
         scores = {}
         dump = work / "rollouts" / f"{n}.jsonl"
-        for line in (dump.read_text().splitlines() if dump.exists() else []):
+        for line in dump.read_text().splitlines() if dump.exists() else []:
             r = json.loads(line)
             task = re.search(r"torch\.relu\(x\) \* (\d)\.0.*?torch\.randn\((\d+),", r.get("input", ""), re.DOTALL)
             scores.setdefault(f"relu_x{task.group(1)}_{task.group(2)}" if task else "?", []).append(r.get("score"))
         t = {k.removeprefix("timing_s/"): v for k, v in m.items() if k.startswith("timing_s/")}
         rows = rollouts.get(n, [])
-        entry = {"step": n, "wall_s": t.get("step"), "rollout_phase_s": t.get("gen"),
-                 "generation_busy_s": (busy.get(n) or {}).get("seconds"), "generated_tokens": (busy.get(n) or {}).get("tokens"),
-                 "evaluation_s_summed": round(sum(r.get("env_s", 0.0) for r in rows), 2) if rows else None,
-                 "update_s": round(sum(t.get(k, 0.0) for k in UPDATE), 2),
-                 "update_parts_s": {k: round(t[k], 2) for k in UPDATE if k in t},
-                 "score_mean": m.get("critic/score/mean"), "scores_by_task": scores, "trajectories": rows}
+        entry = {
+            "step": n,
+            "wall_s": t.get("step"),
+            "rollout_phase_s": t.get("gen"),
+            "generation_busy_s": (busy.get(n) or {}).get("seconds"),
+            "generated_tokens": (busy.get(n) or {}).get("tokens"),
+            "evaluation_s_summed": round(sum(r.get("env_s", 0.0) for r in rows), 2) if rows else None,
+            "update_s": round(sum(t.get(k, 0.0) for k in UPDATE), 2),
+            "update_parts_s": {k: round(t[k], 2) for k in UPDATE if k in t},
+            "score_mean": m.get("critic/score/mean"),
+            "scores_by_task": scores,
+            "trajectories": rows,
+        }
         report["steps"].append(entry)
     kept = []
     for res in sorted((work / "work").glob("*/best/result.json")):
         r = json.loads(res.read_text())
-        kept.append({"run": res.parent.parent.name, "reward": r.get("reward"), "status": r.get("status"),
-                     "time_ms": r.get("time_ms"), "eager_ms": r.get("eager_ms"), "compile_ms": r.get("compile_ms"),
-                     "phases_s": r.get("phases_s")})
+        kept.append(
+            {
+                "run": res.parent.parent.name,
+                "reward": r.get("reward"),
+                "status": r.get("status"),
+                "time_ms": r.get("time_ms"),
+                "eager_ms": r.get("eager_ms"),
+                "compile_ms": r.get("compile_ms"),
+                "phases_s": r.get("phases_s"),
+            }
+        )
     report["kept_candidates"] = kept
     report["checkpoints"] = sorted(p.name for p in (work / "ckpt").glob("global_step_*"))
     print(f"generation on: {report['generation_device']}; checkpoints: {', '.join(report['checkpoints']) or 'none'}")
     print(f"{'step':>4} {'wall s':>8} {'rollout s':>9} {'generating s':>12} {'evaluating s (sum)':>18} {'update s':>8}")
     fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
     for e in report["steps"]:
-        print(f"{e['step']:>4} {fmt(e['wall_s']):>8} {fmt(e['rollout_phase_s']):>9} {fmt(e['generation_busy_s']):>12} "
-              f"{fmt(e['evaluation_s_summed']):>18} {fmt(e['update_s']):>8}")
-        print(f"     scores by task: {json.dumps(e['scores_by_task'])}; update parts: {json.dumps(e['update_parts_s'])}")
+        print(
+            f"{e['step']:>4} {fmt(e['wall_s']):>8} {fmt(e['rollout_phase_s']):>9} {fmt(e['generation_busy_s']):>12} "
+            f"{fmt(e['evaluation_s_summed']):>18} {fmt(e['update_s']):>8}"
+        )
+        print(
+            f"     scores by task: {json.dumps(e['scores_by_task'])}; update parts: {json.dumps(e['update_parts_s'])}"
+        )
         for r in e["trajectories"]:
-            print(f"     {r.get('task')}: reward {r.get('reward')}, {r.get('reason')}, generate {r.get('generate_s')} s "
-                  f"(with queueing), environment {r.get('env_s')} s, verify {r.get('verify_calls')}, "
-                  f"profile {r.get('profile_calls')}")
+            print(
+                f"     {r.get('task')}: reward {r.get('reward')}, {r.get('reason')}, generate {r.get('generate_s')} s "
+                f"(with queueing), environment {r.get('env_s')} s, verify {r.get('verify_calls')}, "
+                f"profile {r.get('profile_calls')}"
+            )
     for k in kept:
-        print(f"kept {k['run']}: reward {k['reward']} ({k['status']}), {k['time_ms']} ms vs eager {k['eager_ms']} ms, "
-              f"compile {k['compile_ms']} ms; phases {json.dumps(k['phases_s'])}")
-    print("rollout s: verl's rollout phase (generation and evaluations overlap in it); generating s: the hf server's "
-          "busy time in that step; evaluating s: the trajectories' environment time summed (tools and the final "
-          "profile; they run concurrently)")
+        print(
+            f"kept {k['run']}: reward {k['reward']} ({k['status']}), {k['time_ms']} ms vs eager {k['eager_ms']} ms, "
+            f"compile {k['compile_ms']} ms; phases {json.dumps(k['phases_s'])}"
+        )
+    print(
+        "rollout s: verl's rollout phase (generation and evaluations overlap in it); generating s: the hf server's "
+        "busy time in that step; evaluating s: the trajectories' environment time summed (tools and the final "
+        "profile; they run concurrently)"
+    )
     if not steps:
         print("no step finished (see train.log in the tar)")
     if json_out:

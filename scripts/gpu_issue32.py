@@ -39,7 +39,11 @@ def main() -> int:
     print(f"ncu: {tool or 'not found'}", flush=True)
     if tool:
         v = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60)
-        print((v.stdout + v.stderr).strip().splitlines()[-1] if (v.stdout + v.stderr).strip() else "ncu --version: nothing")
+        print(
+            (v.stdout + v.stderr).strip().splitlines()[-1]
+            if (v.stdout + v.stderr).strip()
+            else "ncu --version: nothing"
+        )
     shutil.rmtree(cache_root() / "profile", ignore_errors=True)  # the first profile measures the ceilings
     rows, speed_rows = [], []
     for name, kind in EXAMPLES:
@@ -47,26 +51,42 @@ def main() -> int:
         ws = init_workspace(Task.from_file(ex / "task.py"), work / name, force=True)
         copy_solution(ex / "solution", ws)
         t0 = time.monotonic()
-        ev = subprocess.run([sys.executable, "-m", "cuda_agent", "eval", str(ws), "--json"], capture_output=True,
-                            text=True, timeout=900)
+        ev = subprocess.run(
+            [sys.executable, "-m", "cuda_agent", "eval", str(ws), "--json"], capture_output=True, text=True, timeout=900
+        )
         eval_s = time.monotonic() - t0
         lines = [ln for ln in ev.stdout.splitlines() if ln.startswith("{")]
         res = json.loads(lines[-1]) if lines else {"status": f"no JSON (exit {ev.returncode}): {ev.stderr[-300:]}"}
         (out / f"{name}.eval.json").write_text(json.dumps(res, indent=1))
         # item 2: the same candidate against every baseline (max-autotune's autotuning: minutes on a cold cache)
         t1 = time.monotonic()
-        evb = subprocess.run([sys.executable, "-m", "cuda_agent", "eval", str(ws), "--json", "--fresh", "--baselines", "all"],
-                             capture_output=True, text=True, timeout=1200)
+        evb = subprocess.run(
+            [sys.executable, "-m", "cuda_agent", "eval", str(ws), "--json", "--fresh", "--baselines", "all"],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
         lines_b = [ln for ln in evb.stdout.splitlines() if ln.startswith("{")]
-        resb = json.loads(lines_b[-1]) if lines_b else {"status": f"no JSON (exit {evb.returncode}): {evb.stderr[-300:]}"}
+        resb = (
+            json.loads(lines_b[-1]) if lines_b else {"status": f"no JSON (exit {evb.returncode}): {evb.stderr[-300:]}"}
+        )
         (out / f"{name}.eval_all_baselines.json").write_text(json.dumps(resb, indent=1))
         from cuda_agent.eval.timing import baseline_set
 
         best = baseline_set.best(resb)
-        speed_rows.append((name, resb.get("status"), resb.get("reward"), resb.get("time_ms"),
-                           {k: round(v, 3) for k, v in baseline_set.speedups(resb).items()},
-                           best[0] if best else None, baseline_set.speedup_vs_best(resb), round(time.monotonic() - t1, 1),
-                           [f["rule"] for f in resb.get("findings") or [] if f.get("rule", "").startswith("baseline-")]))
+        speed_rows.append(
+            (
+                name,
+                resb.get("status"),
+                resb.get("reward"),
+                resb.get("time_ms"),
+                {k: round(v, 3) for k, v in baseline_set.speedups(resb).items()},
+                best[0] if best else None,
+                baseline_set.speedup_vs_best(resb),
+                round(time.monotonic() - t1, 1),
+                [f["rule"] for f in resb.get("findings") or [] if f.get("rule", "").startswith("baseline-")],
+            )
+        )
         for run in (1, 2, 3):
             p = profile_workspace(ws, settings=ProfileSettings(timeout_s=300))
             text = p.text()
@@ -76,15 +96,31 @@ def main() -> int:
                 (out / f"{name}.ncu_raw{run}.csv").write_text(p.raw_ncu)
             print(f"\n=== {name} ({kind}), profile {run}: {p.seconds:.1f} s, phases {p.phases_s}\n{text}", flush=True)
             top = p.kernels[0].verdict if p.kernels and p.kernels[0].verdict else p.call_verdict
-            rows.append((name, kind, run, res.get("status"), res.get("time_ms"), round(eval_s, 1), round(p.seconds, 1),
-                         "ncu" if p.counters.startswith("ncu") else p.counters[:60], len(p.kernels),
-                         len(text.splitlines()), (top or "-")[:70]))
-    print("\nexample | kind | profile run | eval status | eval time_ms | eval wall s | profile s | counters | kernels "
-          "| lines | top verdict")
+            rows.append(
+                (
+                    name,
+                    kind,
+                    run,
+                    res.get("status"),
+                    res.get("time_ms"),
+                    round(eval_s, 1),
+                    round(p.seconds, 1),
+                    "ncu" if p.counters.startswith("ncu") else p.counters[:60],
+                    len(p.kernels),
+                    len(text.splitlines()),
+                    (top or "-")[:70],
+                )
+            )
+    print(
+        "\nexample | kind | profile run | eval status | eval time_ms | eval wall s | profile s | counters | kernels "
+        "| lines | top verdict"
+    )
     for r in rows:
         print(" | ".join(str(x) for x in r))
-    print("\nexample | status | reward | time_ms | speedup per baseline | best baseline | vs best | eval wall s | "
-          "baseline failures")
+    print(
+        "\nexample | status | reward | time_ms | speedup per baseline | best baseline | vs best | eval wall s | "
+        "baseline failures"
+    )
     for r in speed_rows:
         print(" | ".join(str(x) for x in r))
     (out / "table.json").write_text(json.dumps({"profile": rows, "baselines": speed_rows}, indent=1))

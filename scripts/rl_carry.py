@@ -32,8 +32,19 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 # openai (the project's core dependency) is left out: only `cuda_agent.llm.client` imports it, and nothing
 # on the training path does (verl's agent loop talks to the rollout through Ray)
-ROOTS = ["verl", "ray", "transformers", "cachetools", "uvicorn", "fastapi", "TransferQueue", "pyzmq", "msgspec",
-         "rich", "pyarrow"]
+ROOTS = [
+    "verl",
+    "ray",
+    "transformers",
+    "cachetools",
+    "uvicorn",
+    "fastapi",
+    "TransferQueue",
+    "pyzmq",
+    "msgspec",
+    "rich",
+    "pyarrow",
+]
 # Ray 2.41.0, the oldest verl 0.9.1 accepts: its cp312 wheel is 64.3 MiB, 28.8 of it Java jars; 2.60.0 (this
 # machine's) has no jars but 45 MiB of binaries, which leaves no room for the rest
 RAY_VERSION = "2.41.0"
@@ -42,15 +53,30 @@ RAY_VERSION = "2.41.0"
 FORCE = {"transformers", "tokenizers"}
 # never imported by `rl train` (verl imports them only for loggers or extras the configs do not choose);
 # together about 20 MiB that the carry cannot spare
-SKIP = {"wandb": "verl imports it only for trainer.logger=wandb (the configs log to the console)",
-        "cwevals": "wandb's", "py-spy": "a profiler extra", "opencensus": "Ray's dashboard (ray[default])",
-        "aiohttp-cors": "Ray's dashboard", "colorful": "Ray's dashboard", "smart-open": "Ray's dashboard",
-        "virtualenv": "Ray's runtime_env pip plugin", "opentelemetry-sdk": "wandb's exporter",
-        "opentelemetry-exporter-otlp-proto-http": "wandb's exporter"}
+SKIP = {
+    "wandb": "verl imports it only for trainer.logger=wandb (the configs log to the console)",
+    "cwevals": "wandb's",
+    "py-spy": "a profiler extra",
+    "opencensus": "Ray's dashboard (ray[default])",
+    "aiohttp-cors": "Ray's dashboard",
+    "colorful": "Ray's dashboard",
+    "smart-open": "Ray's dashboard",
+    "virtualenv": "Ray's runtime_env pip plugin",
+    "opentelemetry-sdk": "wandb's exporter",
+    "opentelemetry-exporter-otlp-proto-http": "wandb's exporter",
+}
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux2014_x86_64", "manylinux_2_17_x86_64", "linux_x86_64"]
-ENV = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux", "platform_system": "Linux",
-       "platform_machine": "x86_64", "os_name": "posix", "implementation_name": "cpython",
-       "platform_python_implementation": "CPython", "extra": ""}
+ENV = {
+    "python_version": "3.12",
+    "python_full_version": "3.12.3",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "extra": "",
+}
 
 
 def norm(name: str) -> str:
@@ -80,8 +106,9 @@ def closure(image: set[str]) -> list[tuple[str, str]]:
         try:
             dist = md.distribution(name)
         except md.PackageNotFoundError:
-            raise SystemExit(f"rl_carry: {name} is not installed here; install the rl extra first "
-                             "(pip install -e '.[rl]')") from None
+            raise SystemExit(
+                f"rl_carry: {name} is not installed here; install the rl extra first (pip install -e '.[rl]')"
+            ) from None
         out.append((dist.metadata["Name"], RAY_VERSION if key == "ray" else dist.version))
         for text in dist.requires or []:
             req = Requirement(text)
@@ -97,8 +124,19 @@ def _pip(args: list[str]) -> subprocess.CompletedProcess[str]:
 def download(name: str, version: str, dest: Path) -> str:
     """Fetch one wheel for the GPU machine into `dest`; returns what was fetched ("name==version", or
     "name (latest)" where this machine's version has no CPython 3.12 wheel, e.g. an old orjson)."""
-    binary = ["download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
-              *(a for p in PLATFORMS for a in ("--platform", p)), "-d", str(dest)]
+    binary = [
+        "download",
+        "-q",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "cp",
+        *(a for p in PLATFORMS for a in ("--platform", p)),
+        "-d",
+        str(dest),
+    ]
     spec = f"{name}=={version}"
     if _pip([*binary, spec]).returncode == 0:
         return spec
@@ -162,7 +200,9 @@ def main() -> int:
             w.replace(args.dest / w.name)
     rows = sorted(((w.name, w.stat().st_size / 2**20) for w in args.dest.glob("*.whl")), key=lambda r: -r[1])
     total = sum(mib for _, mib in rows)
-    text = "\n".join(f"{mib:7.2f} MiB  {name}" for name, mib in rows) + f"\n{total:7.2f} MiB  total, {len(rows)} wheels\n"
+    text = (
+        "\n".join(f"{mib:7.2f} MiB  {name}" for name, mib in rows) + f"\n{total:7.2f} MiB  total, {len(rows)} wheels\n"
+    )
     text += "".join(f"note: {f}\n" for f in fetched if "latest" in f)
     (args.dest / "MANIFEST.txt").write_text(text)
     print(text, end="")

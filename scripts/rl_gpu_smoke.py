@@ -68,9 +68,13 @@ def candidates(cpu: bool) -> tuple[Task, dict[str, dict[str, str]], dict[str, in
     """The task, the files of each trajectory, and the reward each must get (None: any positive)."""
     if cpu:
         lane = ROOT / "tests" / "fixtures" / "cpu_lane"
-        good = {"model_new.py": (lane / "model_new.py").read_text(),
-                "kernels/cpu_lane_binding.cpp": (lane / "kernels" / "cpu_lane_binding.cpp").read_text()}
-        wrong = dict(good, **{"model_new.py": good["model_new.py"].replace("cuda_extension.good(", "cuda_extension.wrong(")})
+        good = {
+            "model_new.py": (lane / "model_new.py").read_text(),
+            "kernels/cpu_lane_binding.cpp": (lane / "kernels" / "cpu_lane_binding.cpp").read_text(),
+        }
+        wrong = dict(
+            good, **{"model_new.py": good["model_new.py"].replace("cuda_extension.good(", "cuda_extension.wrong(")}
+        )
         return Task.from_file(lane / "task.py"), {"good": good, "wrong": wrong}, {"good": None, "wrong": -1}
     ex = ROOT / "examples" / "diag_matmul"
     sol = ex / "solution"
@@ -87,9 +91,12 @@ def call(name: str, args: dict[str, Any] | None = None) -> str:
 
 def script_for(files: dict[str, str]) -> list[str]:
     writes = "".join(call("write", {"path": p, "content": t}) for p, t in files.items())
-    return ["I read the placeholder first.\n" + call("read", {"path": "model_new.py"}),
-            "Writing the kernel, its binding and ModelNew.\n" + writes,
-            call("profile"), "Done.\n" + call("finish", {"summary": "row scaling instead of a GEMM"})]
+    return [
+        "I read the placeholder first.\n" + call("read", {"path": "model_new.py"}),
+        "Writing the kernel, its binding and ModelNew.\n" + writes,
+        call("profile"),
+        "Done.\n" + call("finish", {"summary": "row scaling instead of a GEMM"}),
+    ]
 
 
 class Server:
@@ -128,17 +135,28 @@ def busy(spans: list[tuple[float, float]]) -> float:
     return total
 
 
-async def rollouts(tok: Any, task: Task, files: dict[str, dict[str, str]], cfg: EvalConfig, pool: LocalPool,
-                   out: Path, spans: list) -> dict[str, tuple[Rollout, Server]]:
+async def rollouts(
+    tok: Any, task: Task, files: dict[str, dict[str, str]], cfg: EvalConfig, pool: LocalPool, out: Path, spans: list
+) -> dict[str, tuple[Rollout, Server]]:
     async def one(name: str) -> tuple[Rollout, Server]:
-        env = Environment(EnvConfig(max_turns=10, bash_timeout_s=60),
-                          evaluator=TimedEvaluator(pool_evaluator(pool, task, cfg), spans))
+        env = Environment(
+            EnvConfig(max_turns=10, bash_timeout_s=60), evaluator=TimedEvaluator(pool_evaluator(pool, task, cfg), spans)
+        )
         server = Server(tok, script_for(files[name]))
-        rc = RolloutConfig(max_turns=10, prompt_length=16384, response_length=49152, max_tokens_per_turn=16384,
-                           episode_timeout_s=900)
+        rc = RolloutConfig(
+            max_turns=10, prompt_length=16384, response_length=49152, max_tokens_per_turn=16384, episode_timeout_s=900
+        )
         try:
-            r = await roll_out(env, task, out / name, server, TemplateTokens(tok),
-                               lambda ids: tok.decode(ids, skip_special_tokens=True), rc, {"temperature": 1.0})
+            r = await roll_out(
+                env,
+                task,
+                out / name,
+                server,
+                TemplateTokens(tok),
+                lambda ids: tok.decode(ids, skip_special_tokens=True),
+                rc,
+                {"temperature": 1.0},
+            )
         finally:
             env.close()
         return r, server
@@ -155,17 +173,22 @@ def check_trajectory(name: str, r: Rollout, server: Server, want: int | None, to
     masks_ok &= check("reward:" in context, f"{name}: the evaluator's observation is in the stream, masked")
     good = r.reward > 0 if want is None else r.reward == want
     check(good, f"{name}: reward {r.reward}, expected {'> 0' if want is None else want}")
-    ROWS.append((f"trajectory {name}", f"reward {r.reward:g} (expected {'>0' if want is None else want}), "
-                 f"{r.reason}, {int(r.metrics['turns'])} turns, {int(r.metrics['model_tokens'])} sampled / "
-                 f"{len(r.response_ids)} response tokens, masks {'ok' if masks_ok else 'WRONG'}"))
+    ROWS.append(
+        (
+            f"trajectory {name}",
+            f"reward {r.reward:g} (expected {'>0' if want is None else want}), "
+            f"{r.reason}, {int(r.metrics['turns'])} turns, {int(r.metrics['model_tokens'])} sampled / "
+            f"{len(r.response_ids)} response tokens, masks {'ok' if masks_ok else 'WRONG'}",
+        )
+    )
 
 
 def seq_logp(model: Any, r: Rollout, device: str) -> Any:
     import torch
 
     ids = torch.tensor([r.prompt_ids + r.response_ids], device=device)
-    logits = model(ids).logits[0, len(r.prompt_ids) - 1: -1].float()
-    lp = torch.log_softmax(logits, -1).gather(-1, ids[0, len(r.prompt_ids):, None])[:, 0]
+    logits = model(ids).logits[0, len(r.prompt_ids) - 1 : -1].float()
+    lp = torch.log_softmax(logits, -1).gather(-1, ids[0, len(r.prompt_ids) :, None])[:, 0]
     mask = torch.tensor(r.response_mask, device=device, dtype=lp.dtype)
     return (lp * mask).sum() / mask.sum(), lp
 
@@ -191,8 +214,13 @@ def gradient_stage(model_dir: Path, trajs: list[Rollout], device: str) -> dict[s
     gap = (after[0] - after[1]) - (before[0] - before[1])
     check(gnorm > 0, "gradient: non-zero")
     check(gap > 0, "gradient: the good trajectory gains log-likelihood on the wrong one")
-    ROWS.append(("gradient (torch GRPO)", f"advantages {[round(a, 2) for a in adv.tolist()]}, |grad| {gnorm:.3g}, "
-                 f"gap of mean log-prob good-wrong {gap:+.2e} after one Adam step, {dt:.2f} s"))
+    ROWS.append(
+        (
+            "gradient (torch GRPO)",
+            f"advantages {[round(a, 2) for a in adv.tolist()]}, |grad| {gnorm:.3g}, "
+            f"gap of mean log-prob good-wrong {gap:+.2e} after one Adam step, {dt:.2f} s",
+        )
+    )
     return {"logprobs": [lp.detach().float().cpu().tolist() for lp in per_token], "update_s": [dt]}
 
 
@@ -212,7 +240,9 @@ def unpack_wheels(wheels: Path) -> str | None:
     return f"{len(found)} wheels from {wheels}"
 
 
-def trl_stage(model_dir: Path, trajs: list[Rollout], logprobs: list[list[float]], device: str, out: Path) -> float | None:
+def trl_stage(
+    model_dir: Path, trajs: list[Rollout], logprobs: list[list[float]], device: str, out: Path
+) -> float | None:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     try:
         import torch
@@ -232,20 +262,46 @@ def trl_stage(model_dir: Path, trajs: list[Rollout], logprobs: list[list[float]]
         # group of num_generations=2 is (good, wrong)
         pick = [trajs[i % len(trajs)] for i in range(len(prompts))]
         lps = [logprobs[i % len(trajs)] for i in range(len(prompts))]
-        return {"prompt_ids": [r.prompt_ids for r in pick], "completion_ids": [r.response_ids for r in pick],
-                "logprobs": [[lp if m else 0.0 for lp, m in zip(lp_, r.response_mask, strict=True)]
-                             for lp_, r in zip(lps, pick, strict=True)],
-                "env_mask": [r.response_mask for r in pick], "env_reward": [r.reward for r in pick]}
+        return {
+            "prompt_ids": [r.prompt_ids for r in pick],
+            "completion_ids": [r.response_ids for r in pick],
+            "logprobs": [
+                [lp if m else 0.0 for lp, m in zip(lp_, r.response_mask, strict=True)]
+                for lp_, r in zip(lps, pick, strict=True)
+            ],
+            "env_mask": [r.response_mask for r in pick],
+            "env_reward": [r.reward for r in pick],
+        }
 
-    def env_reward(prompts: Any = None, completions: Any = None, env_reward: list[float] | None = None, **_: Any) -> list[float]:
+    def env_reward(
+        prompts: Any = None, completions: Any = None, env_reward: list[float] | None = None, **_: Any
+    ) -> list[float]:
         return list(env_reward or [])
 
-    args = GRPOConfig(output_dir=str(out / "trl"), per_device_train_batch_size=2, num_generations=2, max_steps=1,
-                      learning_rate=1e-4, beta=0.0, logging_steps=1, report_to="none", save_strategy="no",
-                      max_completion_length=max(len(r.response_ids) for r in trajs) + 8, use_cpu=device == "cpu",
-                      bf16=False, dataloader_num_workers=0, seed=0)
-    trainer = GRPOTrainer(model=str(model_dir), reward_funcs=[env_reward], args=args, processing_class=tok,
-                          train_dataset=Dataset.from_list([{"prompt": "diag_matmul"}] * 2), rollout_func=rollout_func)
+    args = GRPOConfig(
+        output_dir=str(out / "trl"),
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_steps=1,
+        learning_rate=1e-4,
+        beta=0.0,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        max_completion_length=max(len(r.response_ids) for r in trajs) + 8,
+        use_cpu=device == "cpu",
+        bf16=False,
+        dataloader_num_workers=0,
+        seed=0,
+    )
+    trainer = GRPOTrainer(
+        model=str(model_dir),
+        reward_funcs=[env_reward],
+        args=args,
+        processing_class=tok,
+        train_dataset=Dataset.from_list([{"prompt": "diag_matmul"}] * 2),
+        rollout_func=rollout_func,
+    )
     before = [p.detach().clone() for p in trainer.model.parameters()]
     t0 = time.monotonic()
     trainer.train()
@@ -254,8 +310,13 @@ def trl_stage(model_dir: Path, trajs: list[Rollout], logprobs: list[list[float]]
     logs = next((h for h in trainer.state.log_history if "loss" in h), {})
     reward_key = next((k for k in logs if k.startswith("rewards/") and k.endswith("/mean")), "reward")
     check(moved > 0, "TRL: the optimiser step changed the weights")
-    ROWS.append(("TRL GRPO step", f"trl {trl.__version__}: loss {logs.get('loss', float('nan')):.4g}, mean reward "
-                 f"{logs.get(reward_key, float('nan')):.3g}, |Δw|_1 {moved:.3g}, {dt:.2f} s (torch {torch.__version__})"))
+    ROWS.append(
+        (
+            "TRL GRPO step",
+            f"trl {trl.__version__}: loss {logs.get('loss', float('nan')):.4g}, mean reward "
+            f"{logs.get(reward_key, float('nan')):.3g}, |Δw|_1 {moved:.3g}, {dt:.2f} s (torch {torch.__version__})",
+        )
+    )
     return dt
 
 
@@ -280,8 +341,20 @@ def main() -> int:
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     task, files, want = candidates(a.cpu)
-    cfg = (EvalConfig(device="cpu", compile_baseline=False, n_timed=10, n_warmup=3, max_rounds=1, load_timeout=60,
-                      correctness_timeout=20, timing_timeout=60) if a.cpu else EvalConfig())
+    cfg = (
+        EvalConfig(
+            device="cpu",
+            compile_baseline=False,
+            n_timed=10,
+            n_warmup=3,
+            max_rounds=1,
+            load_timeout=60,
+            correctness_timeout=20,
+            timing_timeout=60,
+        )
+        if a.cpu
+        else EvalConfig()
+    )
     spans: list[tuple[float, float]] = []
     with LocalPool(1, device=device, compile_workers=2) as pool:
         t0 = time.monotonic()
@@ -289,8 +362,13 @@ def main() -> int:
         roll_s = time.monotonic() - t0
     for name, (r, server) in got.items():
         check_trajectory(name, r, server, want[name], tok)
-        (out / f"{name}.json").write_text(json.dumps({"reward": r.reward, "reason": r.reason, "metrics": r.metrics,
-                                                       "messages": r.messages}, indent=1, default=str))
+        (out / f"{name}.json").write_text(
+            json.dumps(
+                {"reward": r.reward, "reason": r.reason, "metrics": r.metrics, "messages": r.messages},
+                indent=1,
+                default=str,
+            )
+        )
     trajs = [got["good"][0], got["wrong"][0]]
     ev = busy(spans)
     ROWS.append(("evaluations", f"{len(spans)} calls through the pool, busy {ev:.1f} s of the {roll_s:.1f} s rollout"))
@@ -305,10 +383,20 @@ def main() -> int:
             ROWS[-1] = (ROWS[-1][0], ROWS[-1][1] + f"; {how}")
     update = trl_s if trl_s is not None else g["update_s"][0]
     step = roll_s + update
-    ROWS.append(("step time", f"rollout {roll_s:.1f} s + update {update:.2f} s = {step:.1f} s; evaluation share "
-                 f"{100 * ev / step:.0f} % ({'TRL' if trl_s is not None else 'torch'} update)"))
-    ROWS.append(("total", f"{time.monotonic() - t_all:.1f} s on {torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}"
-                 f"; results in {out}"))
+    ROWS.append(
+        (
+            "step time",
+            f"rollout {roll_s:.1f} s + update {update:.2f} s = {step:.1f} s; evaluation share "
+            f"{100 * ev / step:.0f} % ({'TRL' if trl_s is not None else 'torch'} update)",
+        )
+    )
+    ROWS.append(
+        (
+            "total",
+            f"{time.monotonic() - t_all:.1f} s on {torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}"
+            f"; results in {out}",
+        )
+    )
     width = max(len(k) for k, _ in ROWS)
     print("\n" + "\n".join(f"{k:<{width}}  {v}" for k, v in ROWS))
     print("RESULT: " + ("all checks passed" if not FAILED else f"{len(FAILED)} failed: " + "; ".join(FAILED)))

@@ -47,8 +47,6 @@ def cache_env(shared_cache, tmp_path, monkeypatch) -> Path:
     return private
 
 
-
-
 def can_mount_read_only() -> bool:
     """Whether `run_read_only` works here (an unprivileged user+mount namespace)."""
     import shutil
@@ -56,8 +54,18 @@ def can_mount_read_only() -> bool:
 
     if shutil.which("unshare") is None:
         return False
-    p = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", "mount --bind / /mnt 2>/dev/null "
-                        "|| mount --bind /tmp /tmp"], capture_output=True)
+    p = subprocess.run(
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "sh",
+            "-c",
+            "mount --bind / /mnt 2>/dev/null || mount --bind /tmp /tmp",
+        ],
+        capture_output=True,
+    )
     return p.returncode == 0
 
 
@@ -67,5 +75,10 @@ def run_read_only(directory: Path, argv: list[str], env: dict[str, str] | None =
     import subprocess
 
     script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
-    return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, str(directory), *argv],
-                          capture_output=True, text=True, env=env, timeout=timeout)
+    return subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, str(directory), *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )

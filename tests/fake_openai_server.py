@@ -36,10 +36,21 @@ def text_call(name: str, args: dict[str, Any]) -> str:
     return "<tool_call>" + json.dumps({"name": name, "arguments": args}) + "</tool_call>"
 
 
-def reply(content: str | None = None, calls: list[dict[str, Any]] | None = None, usage: dict[str, int] | None = None,
-          finish_reason: str | None = None, no_usage: bool = False) -> dict[str, Any]:
-    return {"kind": "reply", "content": content, "calls": calls or [], "usage": usage, "finish_reason": finish_reason,
-            "no_usage": no_usage}
+def reply(
+    content: str | None = None,
+    calls: list[dict[str, Any]] | None = None,
+    usage: dict[str, int] | None = None,
+    finish_reason: str | None = None,
+    no_usage: bool = False,
+) -> dict[str, Any]:
+    return {
+        "kind": "reply",
+        "content": content,
+        "calls": calls or [],
+        "usage": usage,
+        "finish_reason": finish_reason,
+        "no_usage": no_usage,
+    }
 
 
 def error(code: int, message: str = "scripted failure") -> dict[str, Any]:
@@ -47,8 +58,14 @@ def error(code: int, message: str = "scripted failure") -> dict[str, Any]:
 
 
 class FakeOpenAI:
-    def __init__(self, script: list[Any] | None = None, *, ignore_tools: bool = False, probe: Any = None,
-                 window: int | None = None):
+    def __init__(
+        self,
+        script: list[Any] | None = None,
+        *,
+        ignore_tools: bool = False,
+        probe: Any = None,
+        window: int | None = None,
+    ):
         self.script: list[Any] = list(script or [])
         self.requests: list[dict[str, Any]] = []
         self.probes: list[dict[str, Any]] = []
@@ -116,14 +133,23 @@ class FakeOpenAI:
         if body.get("tools") and not self.ignore_tools:
             prompt += len(json.dumps(body["tools"])) // 4
         completion = (len(item["content"] or "") + len(json.dumps(item["calls"]))) // 4
-        usage = item["usage"] or {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        usage = item["usage"] or {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
         message: dict[str, Any] = {"role": "assistant", "content": item["content"]}
         if item["calls"]:
             message["tool_calls"] = item["calls"]
         finish = item["finish_reason"] or ("tool_calls" if item["calls"] else "stop")
-        return 200, {"id": "chatcmpl-" + uuid.uuid4().hex[:8], "object": "chat.completion", "created": 0,
-                     "model": body.get("model", "fake"), "usage": None if item.get("no_usage") else usage,
-                     "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+        return 200, {
+            "id": "chatcmpl-" + uuid.uuid4().hex[:8],
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "fake"),
+            "usage": None if item.get("no_usage") else usage,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        }
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from typing import Any
 
 from cuda_agent.eval.judge.result import EvalResult, Status
 
-TASK = '''import torch
+TASK = """import torch
 import torch.nn as nn
 
 class Model(nn.Module):
@@ -23,7 +23,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def hermes(name: str, args: dict[str, Any] | None = None) -> str:
@@ -31,8 +31,17 @@ def hermes(name: str, args: dict[str, Any] | None = None) -> str:
 
 
 def timed(reward: int, speedup: float = 1.5) -> EvalResult:
-    return EvalResult(Status.OK, reward, True, message="timed", time_ms=1.0, eager_ms=2.0, compile_ms=speedup,
-                      speedup_vs_eager=2.0, speedup_vs_compile=speedup)
+    return EvalResult(
+        Status.OK,
+        reward,
+        True,
+        message="timed",
+        time_ms=1.0,
+        eager_ms=2.0,
+        compile_ms=speedup,
+        speedup_vs_eager=2.0,
+        speedup_vs_compile=speedup,
+    )
 
 
 class ScriptedServer:
@@ -45,7 +54,9 @@ class ScriptedServer:
         self.prompts: list[list[int]] = []
         self.sampled: list[list[int]] = []
 
-    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any) -> Any:
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
+    ) -> Any:
         self.prompts.append(list(prompt_ids))
         text = self.replies.pop(0) if self.replies else "nothing more to say"
         ids = (self.tok.encode(text, add_special_tokens=False) + [self.eot])[: sampling_params["max_tokens"]]
@@ -75,8 +86,16 @@ class ScriptedPool:
         pass
 
 
-def teach(model_dir: Any, contexts: list[list[int]], answer: str, *, lr: float = 1e-2, max_steps: int = 400,
-          target_loss: float = 0.01, device: str = "cpu") -> int:
+def teach(
+    model_dir: Any,
+    contexts: list[list[int]],
+    answer: str,
+    *,
+    lr: float = 1e-2,
+    max_steps: int = 400,
+    target_loss: float = 0.01,
+    device: str = "cpu",
+) -> int:
     """Train the tiny model saved in `model_dir` (in place) to answer `answer` (then its end-of-turn token)
     after each context: plain teacher forcing with Adam, stopped once the answer's mean token loss is under
     `target_loss`. Returns the steps taken. Give a windowed model (rl.tiny: `window`) the last tokens of
@@ -94,7 +113,7 @@ def teach(model_dir: Any, contexts: list[list[int]], answer: str, *, lr: float =
         ctx = contexts[step % len(contexts)]
         x = torch.tensor([ctx + ids], device=device)
         labels = x.clone()
-        labels[0, :len(ctx)] = -100
+        labels[0, : len(ctx)] = -100
         loss = model(x, labels=labels).loss
         opt.zero_grad()
         loss.backward()
@@ -109,7 +128,7 @@ def teach(model_dir: Any, contexts: list[list[int]], answer: str, *, lr: float =
 
 # The CPU training tests' tasks and their taught answer: relu(x) * k over an (n, 257) input; the answer's C++
 # kernel computes relu(x) * 2, so it is right for k = 2 (a milestone reward) and wrong for k = 3 (-1).
-SCALE_TASK = '''import torch
+SCALE_TASK = """import torch
 import torch.nn as nn
 
 
@@ -127,17 +146,27 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
-MODEL_NEW = ("import cuda_extension\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
-             "    def forward(self, x):\n        return cuda_extension.relu2(x)\n")
-BINDING = ('#include "binding_registry.h"\n\nstatic torch::Tensor relu2(torch::Tensor x) {\n'
-           '  auto y = torch::empty_like(x);\n  const float* a = x.data_ptr<float>();\n  float* b = y.data_ptr<float>();\n'
-           '  for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i] > 0.f ? 2.f * a[i] : 0.f;\n  return y;\n}\n\n'
-           'static void bind(pybind11::module_& m) { m.def("relu2", &relu2); }\nREGISTER_BINDING(relu2, bind)\n')
+"""
+MODEL_NEW = (
+    "import cuda_extension\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+    "    def forward(self, x):\n        return cuda_extension.relu2(x)\n"
+)
+BINDING = (
+    '#include "binding_registry.h"\n\nstatic torch::Tensor relu2(torch::Tensor x) {\n'
+    "  auto y = torch::empty_like(x);\n  const float* a = x.data_ptr<float>();\n  float* b = y.data_ptr<float>();\n"
+    "  for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i] > 0.f ? 2.f * a[i] : 0.f;\n  return y;\n}\n\n"
+    'static void bind(pybind11::module_& m) { m.def("relu2", &relu2); }\nREGISTER_BINDING(relu2, bind)\n'
+)
 
 
-ANSWER = "\n".join([hermes("read", {"path": "model_new.py"}), hermes("write", {"path": "model_new.py", "content": MODEL_NEW}),
-                    hermes("write", {"path": "kernels/relu2_binding.cpp", "content": BINDING}), hermes("verify", {})])
+ANSWER = "\n".join(
+    [
+        hermes("read", {"path": "model_new.py"}),
+        hermes("write", {"path": "model_new.py", "content": MODEL_NEW}),
+        hermes("write", {"path": "kernels/relu2_binding.cpp", "content": BINDING}),
+        hermes("verify", {}),
+    ]
+)
 
 
 def weights_of(folder: Any) -> dict:
@@ -170,10 +199,21 @@ def rl_train(stage: str, cfg: Any, cache: Any, log_name: str, timeout_s: int = 1
     # RAY_ADDRESS=local: a Ray of its own, even where someone's `ray start` cluster runs on this machine.
     # Ray's memory monitor off: on a shared CI machine it killed this run's workers for memory that other
     # jobs used (2026-12-05, twice), and verl's trainer then waited for them forever
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "CUDA_AGENT_CACHE": str(cache),
-           "RAY_ADDRESS": "local", "RAY_memory_monitor_refresh_ms": "0"}
-    p = subprocess.run([sys.executable, "-m", "cuda_agent.cli.main", "rl", "train", "--stage", stage, "--config", str(cfg)],
-                       capture_output=True, text=True, timeout=timeout_s, env=env, cwd=cfg.parent)  # Hydra's outputs/
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"),
+        "CUDA_AGENT_CACHE": str(cache),
+        "RAY_ADDRESS": "local",
+        "RAY_memory_monitor_refresh_ms": "0",
+    }
+    p = subprocess.run(
+        [sys.executable, "-m", "cuda_agent.cli.main", "rl", "train", "--stage", stage, "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        cwd=cfg.parent,
+    )  # Hydra's outputs/
     log = p.stdout + p.stderr
     cfg.with_name(log_name).write_text(log)  # kept for a look when something fails
     assert p.returncode == 0, log[-4000:]

@@ -19,7 +19,7 @@ from cuda_agent.eval.judge.result import EvalResult, Status
 from cuda_agent.llm.client import ChatClient, ClientConfig
 from cuda_agent.task.taskfile import Task
 
-TASK = '''import torch
+TASK = """import torch
 import torch.nn as nn
 
 class Model(nn.Module):
@@ -31,7 +31,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def profiled(speedup_vs_compile: float | None, correct: bool = True) -> EvalResult:
@@ -39,8 +39,17 @@ def profiled(speedup_vs_compile: float | None, correct: bool = True) -> EvalResu
         return EvalResult(Status.INCORRECT, -1, False, message="max abs error 0.5 on seed#2")
     t = 1.0 / speedup_vs_compile
     reward = 3 if t < 0.95 else 1
-    return EvalResult(Status.OK, reward, True, message="timed", time_ms=t, eager_ms=2.0, compile_ms=1.0,
-                      speedup_vs_eager=2.0 / t, speedup_vs_compile=speedup_vs_compile)
+    return EvalResult(
+        Status.OK,
+        reward,
+        True,
+        message="timed",
+        time_ms=t,
+        eager_ms=2.0,
+        compile_ms=1.0,
+        speedup_vs_eager=2.0 / t,
+        speedup_vs_compile=speedup_vs_compile,
+    )
 
 
 class FakeEvaluator:
@@ -59,9 +68,16 @@ class FakeEvaluator:
 
 def episode(tmp_path, script, *, evaluator=None, cfg=None, **client_kw):
     with serving(script) as srv:
-        client = ChatClient(ClientConfig(model="fake", base_url=srv.base_url, backoff_s=0.01, **client_kw), sleep=lambda s: None)
-        summary = run_episode(Task.from_source(TASK, "relu2"), tmp_path / "run", client, cfg or AgentConfig(bash_timeout_s=10),
-                              evaluator=evaluator or FakeEvaluator([]))
+        client = ChatClient(
+            ClientConfig(model="fake", base_url=srv.base_url, backoff_s=0.01, **client_kw), sleep=lambda s: None
+        )
+        summary = run_episode(
+            Task.from_source(TASK, "relu2"),
+            tmp_path / "run",
+            client,
+            cfg or AgentConfig(bash_timeout_s=10),
+            evaluator=evaluator or FakeEvaluator([]),
+        )
     return summary, srv, load_trajectory(tmp_path / "run")
 
 
@@ -73,8 +89,13 @@ def test_normal_episode_keeps_the_best_not_the_last(tmp_path):
     ev = FakeEvaluator([profiled(1.5), profiled(1.1), profiled(None, correct=False)])
     script = [
         reply("Reading the placeholder.", [call("read", {"path": "model_new.py"})]),
-        reply(None, [call("write", {"path": "kernels/relu.cu", "content": "// v1 fast\n"}),
-                     call("write", {"path": "model_new.py", "content": "# ModelNew v1\n"})]),
+        reply(
+            None,
+            [
+                call("write", {"path": "kernels/relu.cu", "content": "// v1 fast\n"}),
+                call("write", {"path": "model_new.py", "content": "# ModelNew v1\n"}),
+            ],
+        ),
         reply(None, [call("verify"), call("profile")]),
         reply(None, [call("edit", {"path": "kernels/relu.cu", "old_string": "v1 fast", "new_string": "v2 slower"})]),
         reply(None, [call("profile")]),
@@ -99,8 +120,10 @@ def test_normal_episode_keeps_the_best_not_the_last(tmp_path):
 
 
 def test_tool_calls_written_in_text(tmp_path):
-    script = [reply("Let me look.\n" + text_call("read", {"path": "model.py"})),
-              reply(text_call("write", {"path": "kernels/a.cu", "content": "// a\n"}) + text_call("finish", {}))]
+    script = [
+        reply("Let me look.\n" + text_call("read", {"path": "model.py"})),
+        reply(text_call("write", {"path": "kernels/a.cu", "content": "// a\n"}) + text_call("finish", {})),
+    ]
     s, srv, traj = episode(tmp_path, script)
     assert s.reason == "finished" and (tmp_path / "run/workspace/kernels/a.cu").read_text() == "// a\n"
     assert "tools" not in srv.requests[1] and "<tool_response>" in srv.requests[1]["messages"][-1]["content"]
@@ -109,10 +132,19 @@ def test_tool_calls_written_in_text(tmp_path):
 
 
 def test_malformed_calls_get_fixing_errors(tmp_path):
-    script = [reply(None, [call("read", "{not json"), call("frobnicate", {}), call("write", {"path": "kernels/x.cu"}),
-                           call("read", {"path": "model.py", "mode": "fast"})]),
-              reply("<tool_call>{broken</tool_call>"),
-              reply(None, [call("finish")])]
+    script = [
+        reply(
+            None,
+            [
+                call("read", "{not json"),
+                call("frobnicate", {}),
+                call("write", {"path": "kernels/x.cu"}),
+                call("read", {"path": "model.py", "mode": "fast"}),
+            ],
+        ),
+        reply("<tool_call>{broken</tool_call>"),
+        reply(None, [call("finish")]),
+    ]
     s, _, traj = episode(tmp_path, script)
     texts = [m["content"] for m in tool_messages(traj)]
     assert "not valid JSON" in texts[0] and "unknown tool 'frobnicate'" in texts[1] and "available tools" in texts[1]
@@ -130,8 +162,16 @@ def test_http_500_then_success(tmp_path):
 
 
 def test_reply_without_tool_call_is_nudged_then_ends(tmp_path):
-    s, srv, traj = episode(tmp_path, [reply("I think the kernel should fuse."), reply(None, [call("glob", {"pattern": "*"})]),
-                                      reply("hmm"), reply("still thinking", finish_reason="length"), reply("no")])
+    s, srv, traj = episode(
+        tmp_path,
+        [
+            reply("I think the kernel should fuse."),
+            reply(None, [call("glob", {"pattern": "*"})]),
+            reply("hmm"),
+            reply("still thinking", finish_reason="length"),
+            reply("no"),
+        ],
+    )
     assert s.reason == "no_tool_call" and s.turns == 5
     nudges = [m for m, meta in zip(traj.messages, traj.message_meta, strict=True) if meta.get("nudge")]
     assert len(nudges) == 3 and "no tool call" in nudges[0]["content"] and "cut off" in nudges[2]["content"]
@@ -145,15 +185,27 @@ def test_turn_limit_ends_cleanly_with_best_kept(tmp_path):
 
 
 def test_token_limit_ends_the_run(tmp_path):
-    s, _, _ = episode(tmp_path, [reply(None, [call("glob", {"pattern": "*"})], usage={"prompt_tokens": 900, "completion_tokens": 100, "total_tokens": 1000})] * 5,
-                      cfg=AgentConfig(max_total_tokens=2500))
+    s, _, _ = episode(
+        tmp_path,
+        [
+            reply(
+                None,
+                [call("glob", {"pattern": "*"})],
+                usage={"prompt_tokens": 900, "completion_tokens": 100, "total_tokens": 1000},
+            )
+        ]
+        * 5,
+        cfg=AgentConfig(max_total_tokens=2500),
+    )
     assert s.reason == "max_tokens" and s.turns == 3
 
 
 def test_context_budget_elides_old_outputs_and_keeps_the_task(tmp_path):
     big = "seq 1 2500"  # about 11k characters of output per call
-    script = [reply(None, [call("write", {"path": "kernels/k.cu", "content": "// kernel v1\n"})]),
-              reply(None, [call("read", {"path": "kernels/k.cu"})])]
+    script = [
+        reply(None, [call("write", {"path": "kernels/k.cu", "content": "// kernel v1\n"})]),
+        reply(None, [call("read", {"path": "kernels/k.cu"})]),
+    ]
     script += [reply(f"step {i}", [call("bash", {"command": big})]) for i in range(8)] + [reply(None, [call("finish")])]
     cfg = AgentConfig(context_tokens=12000, reply_reserve_tokens=1000, bash_timeout_s=10)
     s, srv, traj = episode(tmp_path, script, cfg=cfg)
@@ -162,7 +214,9 @@ def test_context_budget_elides_old_outputs_and_keeps_the_task(tmp_path):
     last = srv.requests[-1]["messages"]
     assert last[1]["content"] == srv.requests[0]["messages"][1]["content"]  # the task message survives
     assert any(m.get("content") == ELIDED for m in last)
-    assert any(m["role"] == "tool" and "1\t// kernel v1" in m["content"] for m in last)  # latest read of the kernel kept
+    assert any(
+        m["role"] == "tool" and "1\t// kernel v1" in m["content"] for m in last
+    )  # latest read of the kernel kept
     assert len(json.dumps(last)) / 4 < 12000
     assert ELIDED not in [m.get("content") for m in traj.messages]  # the log keeps everything
 
@@ -172,9 +226,16 @@ def test_trajectory_round_trip_and_crash_tolerance(tmp_path):
     s, _, traj = episode(tmp_path, [reply("go", [call("profile")]), reply(None, [call("finish")])], evaluator=ev)
     path = tmp_path / "run" / "trajectory.jsonl"
     head = json.loads(path.read_text().splitlines()[0])
-    assert head["format"] == FORMAT and head["model"] == "fake" and head["task"]["hash"] and "api_key" not in json.dumps(head)
+    assert (
+        head["format"] == FORMAT
+        and head["model"] == "fake"
+        and head["task"]["hash"]
+        and "api_key" not in json.dumps(head)
+    )
     assert [m["role"] for m in traj.messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
-    assert traj.evals[0].result == ev_result_copy(traj.evals[0].result) and traj.evals[0].result.speedup_vs_compile == 1.2
+    assert (
+        traj.evals[0].result == ev_result_copy(traj.evals[0].result) and traj.evals[0].result.speedup_vs_compile == 1.2
+    )
     assert traj.complete and traj.reward == s.reward == 3
     with path.open("a") as f:  # a crash in the middle of a line
         f.write('{"type": "note", "ki')
@@ -196,8 +257,20 @@ def test_cli_unreachable_endpoint_is_one_line_exit_2(tmp_path, capsys):
     with socket.socket() as sk:
         sk.bind(("127.0.0.1", 0))
         port = sk.getsockname()[1]
-    rc = main(["optimize", str(task), "--model", "m", "--base-url", f"http://127.0.0.1:{port}/v1", "--retries", "0",
-               "-o", str(tmp_path / "run")])
+    rc = main(
+        [
+            "optimize",
+            str(task),
+            "--model",
+            "m",
+            "--base-url",
+            f"http://127.0.0.1:{port}/v1",
+            "--retries",
+            "0",
+            "-o",
+            str(tmp_path / "run"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "cannot connect" in err and "Traceback" not in err
     rc = main(["optimize", str(task), "--model", "m", "--base-url", "localhost:8000", "-o", str(tmp_path / "r2")])
@@ -208,7 +281,9 @@ def test_cli_optimize_then_show(tmp_path, capsys, monkeypatch):
     task = tmp_path / "relu2.py"
     task.write_text(TASK)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with serving([reply("look", [call("bash", {"command": "ls"})]), reply("done", [call("finish", {"summary": "nothing"})])]) as srv:
+    with serving(
+        [reply("look", [call("bash", {"command": "ls"})]), reply("done", [call("finish", {"summary": "nothing"})])]
+    ) as srv:
         rc = main(["optimize", str(task), "--model", "fake", "--base-url", srv.base_url, "-o", str(tmp_path / "run")])
     out = capsys.readouterr().out
     assert rc == 0 and "reward" in out and "finished" in out and "turns" in out
@@ -228,14 +303,32 @@ def cli_task(tmp_path):
     return str(task)
 
 
-@pytest.mark.parametrize("flags,names", [
-    (["--context", "1000", "--reply-tokens", "100"], ["--context 1,000", "--reply-tokens 100", "raise --context to at least"]),
-    (["--context", "3000"], ["--context 3,000", "minimal reply (512 tokens)", "raise --context to at least"]),
-    (["--context", "8192", "--reply-tokens", "8000"], ["--reply-tokens 8,000", "lower --reply-tokens to at most"]),
-])
+@pytest.mark.parametrize(
+    "flags,names",
+    [
+        (
+            ["--context", "1000", "--reply-tokens", "100"],
+            ["--context 1,000", "--reply-tokens 100", "raise --context to at least"],
+        ),
+        (["--context", "3000"], ["--context 3,000", "minimal reply (512 tokens)", "raise --context to at least"]),
+        (["--context", "8192", "--reply-tokens", "8000"], ["--reply-tokens 8,000", "lower --reply-tokens to at most"]),
+    ],
+)
 def test_a_budget_that_cannot_hold_the_first_prompt_is_a_usage_error(tmp_path, capsys, flags, names):
     with serving([reply(None, [call("finish")])]) as srv:
-        rc = main(["optimize", cli_task(tmp_path), "--model", "fake", "--base-url", srv.base_url, "-o", str(tmp_path / "run"), *flags])
+        rc = main(
+            [
+                "optimize",
+                cli_task(tmp_path),
+                "--model",
+                "fake",
+                "--base-url",
+                srv.base_url,
+                "-o",
+                str(tmp_path / "run"),
+                *flags,
+            ]
+        )
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "first prompt (about" in err and "Traceback" not in err, err
     assert all(n in err for n in names), err
@@ -243,17 +336,25 @@ def test_a_budget_that_cannot_hold_the_first_prompt_is_a_usage_error(tmp_path, c
 
 
 def test_the_reply_reserve_is_capped_to_a_share_of_a_small_context(tmp_path):
-    s, srv, traj = episode(tmp_path, [reply(None, [call("finish")])], cfg=AgentConfig(context_tokens=8192, bash_timeout_s=10))
+    s, srv, traj = episode(
+        tmp_path, [reply(None, [call("finish")])], cfg=AgentConfig(context_tokens=8192, bash_timeout_s=10)
+    )
     assert s.reason == "finished" and traj.header["budget"]["reserve_tokens"] == 2048
     assert traj.header["budget"]["first_prompt_tokens"] + 512 < 8192 - 2048
 
 
 def test_each_reply_is_capped_to_the_reserve_unless_reply_tokens_says(tmp_path):
     # llama-cpp-python asked for no max_tokens fills its whole window: 4,828 tokens, 643 s on a CPU, past the timeout
-    s, srv, traj = episode(tmp_path, [reply(None, [call("finish")])], cfg=AgentConfig(context_tokens=8192, bash_timeout_s=10))
+    s, srv, traj = episode(
+        tmp_path, [reply(None, [call("finish")])], cfg=AgentConfig(context_tokens=8192, bash_timeout_s=10)
+    )
     assert s.reason == "finished" and srv.requests[0]["max_tokens"] == 2048 == traj.header["budget"]["reply_cap"]
-    s, srv, traj = episode(tmp_path / "b", [reply(None, [call("finish")])], max_tokens=300,
-                           cfg=AgentConfig(context_tokens=8192, reply_reserve_tokens=300, bash_timeout_s=10))
+    s, srv, traj = episode(
+        tmp_path / "b",
+        [reply(None, [call("finish")])],
+        max_tokens=300,
+        cfg=AgentConfig(context_tokens=8192, reply_reserve_tokens=300, bash_timeout_s=10),
+    )
     assert srv.requests[0]["max_tokens"] == 300 and traj.header["budget"]["reply_cap"] is None
 
 
@@ -262,8 +363,13 @@ def test_a_server_that_refuses_max_tokens_gets_no_cap(tmp_path):
     refusal = error(400, "Unsupported parameter: 'max_tokens' is not supported with this model.")
     with serving([refusal, reply(None, [call("finish")])]) as srv:
         client = ChatClient(ClientConfig(model="fake", base_url=srv.base_url), sleep=lambda s: None, notify=said.append)
-        s = run_episode(Task.from_source(TASK, "relu2"), tmp_path / "run", client, AgentConfig(bash_timeout_s=10),
-                        evaluator=FakeEvaluator([]))
+        s = run_episode(
+            Task.from_source(TASK, "relu2"),
+            tmp_path / "run",
+            client,
+            AgentConfig(bash_timeout_s=10),
+            evaluator=FakeEvaluator([]),
+        )
     assert s.reason == "finished" and [("max_tokens" in r) for r in srv.requests] == [True, False]
     assert len(said) == 1 and "refused max_tokens 8192" in said[0], said
     note = next(n for n in load_trajectory(tmp_path / "run").notes if n["kind"] == "budget")
@@ -273,12 +379,28 @@ def test_a_server_that_refuses_max_tokens_gets_no_cap(tmp_path):
 def test_the_servers_window_sets_and_caps_the_budget(tmp_path):
     with serving([reply(None, [call("finish")])] * 2, window=16000) as srv:
         client = ChatClient(ClientConfig(model="fake", base_url=srv.base_url), sleep=lambda s: None)
-        run_episode(Task.from_source(TASK, "relu2"), tmp_path / "a", client, AgentConfig(bash_timeout_s=10), evaluator=FakeEvaluator([]))
+        run_episode(
+            Task.from_source(TASK, "relu2"),
+            tmp_path / "a",
+            client,
+            AgentConfig(bash_timeout_s=10),
+            evaluator=FakeEvaluator([]),
+        )
         client = ChatClient(ClientConfig(model="fake", base_url=srv.base_url), sleep=lambda s: None)
-        s = run_episode(Task.from_source(TASK, "relu2"), tmp_path / "b", client, AgentConfig(context_tokens=100000, bash_timeout_s=10),
-                        evaluator=FakeEvaluator([]))
+        s = run_episode(
+            Task.from_source(TASK, "relu2"),
+            tmp_path / "b",
+            client,
+            AgentConfig(context_tokens=100000, bash_timeout_s=10),
+            evaluator=FakeEvaluator([]),
+        )
     a, b = load_trajectory(tmp_path / "a"), load_trajectory(tmp_path / "b")
-    assert a.header["budget"] == {**a.header["budget"], "context_tokens": 16000, "reserve_tokens": 4000, "source": "server"}
+    assert a.header["budget"] == {
+        **a.header["budget"],
+        "context_tokens": 16000,
+        "reserve_tokens": 4000,
+        "source": "server",
+    }
     assert b.header["budget"]["context_tokens"] == 16000 and any("below --context 100,000" in n for n in s.notes)
     assert [n["kind"] for n in b.notes] == ["budget", "tool_check"]
 
@@ -286,8 +408,10 @@ def test_the_servers_window_sets_and_caps_the_budget(tmp_path):
 def test_a_smaller_window_named_by_the_server_becomes_the_budget(tmp_path):
     big = "seq 1 400"  # about 400 tokens of output per call
     script = [reply(f"step {i}", [call("bash", {"command": big})]) for i in range(3)]
-    script += [error(400, "This model's maximum context length is 6000 tokens. However, you requested 9000 tokens"),
-               reply(None, [call("finish")])]
+    script += [
+        error(400, "This model's maximum context length is 6000 tokens. However, you requested 9000 tokens"),
+        reply(None, [call("finish")]),
+    ]
     s, srv, traj = episode(tmp_path, script, cfg=AgentConfig(context_tokens=20000, bash_timeout_s=10))
     assert s.reason == "finished"
     note = next(n for n in traj.notes if n["kind"] == "budget")
@@ -299,7 +423,9 @@ BAD = reply(None, [call("frobnicate", {})])
 
 
 def test_replies_with_only_malformed_calls_end_the_episode(tmp_path):
-    s, srv, traj = episode(tmp_path, [BAD, reply("<tool_call>{broken</tool_call>"), reply(None, [call("read", "{not json")])] * 3)
+    s, srv, traj = episode(
+        tmp_path, [BAD, reply("<tool_call>{broken</tool_call>"), reply(None, [call("read", "{not json")])] * 3
+    )
     assert s.reason == "malformed_calls" and s.turns == 3 and len(srv.requests) == 3
     assert traj.end["reason"] == "malformed_calls" and traj.header["config"]["max_malformed"] == 3
 
@@ -316,11 +442,37 @@ def test_a_usable_call_resets_the_malformed_streak_and_no_tool_replies_do_not(tm
 def test_cli_limits_for_both_early_ends_and_what_show_says(tmp_path, capsys):
     task = cli_task(tmp_path)
     with serving([reply("hmm")] * 3) as srv:
-        rc = main(["optimize", task, "--model", "fake", "--base-url", srv.base_url, "--max-no-tool", "1", "-o", str(tmp_path / "a")])
+        rc = main(
+            [
+                "optimize",
+                task,
+                "--model",
+                "fake",
+                "--base-url",
+                srv.base_url,
+                "--max-no-tool",
+                "1",
+                "-o",
+                str(tmp_path / "a"),
+            ]
+        )
     out = capsys.readouterr().out
     assert rc == 0 and len(srv.requests) == 1 and "no_tool_call" in out and "--max-no-tool" in out
     with serving([BAD] * 5) as srv:
-        rc = main(["optimize", task, "--model", "fake", "--base-url", srv.base_url, "--max-malformed", "2", "-o", str(tmp_path / "b")])
+        rc = main(
+            [
+                "optimize",
+                task,
+                "--model",
+                "fake",
+                "--base-url",
+                srv.base_url,
+                "--max-malformed",
+                "2",
+                "-o",
+                str(tmp_path / "b"),
+            ]
+        )
     out = capsys.readouterr().out
     assert rc == 0 and len(srv.requests) == 2 and "malformed_calls" in out and "--max-malformed" in out
     assert main(["show", str(tmp_path / "b")]) == 0
@@ -331,7 +483,9 @@ def test_cli_limits_for_both_early_ends_and_what_show_says(tmp_path, capsys):
 def test_cli_says_the_text_fallback_once_on_stderr_and_logs_it(tmp_path, capsys):
     script = [reply("I'll look. " + text_call("read", {"path": "model.py"})), reply(text_call("finish", {}))]
     with serving(script, ignore_tools=True) as srv:
-        rc = main(["optimize", cli_task(tmp_path), "--model", "fake", "--base-url", srv.base_url, "-o", str(tmp_path / "run")])
+        rc = main(
+            ["optimize", cli_task(tmp_path), "--model", "fake", "--base-url", srv.base_url, "-o", str(tmp_path / "run")]
+        )
     err = capsys.readouterr().err
     assert rc == 0 and len(srv.probes) == 1 and all("tools" not in r for r in srv.requests)
     lines = [line for line in err.splitlines() if line.strip()]
@@ -343,6 +497,18 @@ def test_cli_says_the_text_fallback_once_on_stderr_and_logs_it(tmp_path, capsys)
 
 def test_cli_retries_print_progress(tmp_path, capsys):
     with serving([error(503, "warming up"), reply(None, [call("finish")])]) as srv:
-        rc = main(["optimize", cli_task(tmp_path), "--model", "fake", "--base-url", srv.base_url, "-q", "-o", str(tmp_path / "run")])
+        rc = main(
+            [
+                "optimize",
+                cli_task(tmp_path),
+                "--model",
+                "fake",
+                "--base-url",
+                srv.base_url,
+                "-q",
+                "-o",
+                str(tmp_path / "run"),
+            ]
+        )
     err = capsys.readouterr().err
     assert rc == 0 and "attempt 1 of 6 failed: HTTP 503: warming up; retrying in" in err

@@ -16,7 +16,7 @@ from cuda_agent.sandbox.shell import BashSession, isolation_level
 from cuda_agent.task.taskfile import Task
 from cuda_agent.task.workspace import init_workspace
 
-TASK = '''import torch
+TASK = """import torch
 import torch.nn as nn
 
 class Model(nn.Module):
@@ -28,7 +28,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 @pytest.fixture
@@ -38,8 +38,12 @@ def ws(tmp_path):
 
 @pytest.fixture
 def box(ws):
-    t = Toolbox(ws, evaluator=lambda w, phase: EvalResult(Status.OK, 1, True, message=f"{phase} fine"), bash_timeout_s=5,
-                shell_factory=BashSession)
+    t = Toolbox(
+        ws,
+        evaluator=lambda w, phase: EvalResult(Status.OK, 1, True, message=f"{phase} fine"),
+        bash_timeout_s=5,
+        shell_factory=BashSession,
+    )
     yield t
     t.close()
 
@@ -71,6 +75,7 @@ def test_bash_has_no_network(ws, monkeypatch):
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
     port = srv.getsockname()[1]
+
     def accept_quietly() -> None:  # reachable from outside the sandbox; closed at the end
         try:
             srv.accept()
@@ -80,7 +85,7 @@ def test_bash_has_no_network(ws, monkeypatch):
     threading.Thread(target=accept_quietly, daemon=True).start()
     sh = BashSession(ws, timeout_s=10)
     try:
-        probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=2); print(\"CONNECTED\")'"
+        probe = f'python3 -c \'import socket; socket.create_connection(("127.0.0.1", {port}), timeout=2); print("CONNECTED")\''
         r = sh.run(probe)
         assert "CONNECTED" not in r.output and r.exit_code != 0
         assert "sk-must-not-leak" not in sh.run("env").output
@@ -95,7 +100,9 @@ def test_bash_cannot_write_outside_or_to_protected(ws, tmp_path):
     outside = tmp_path / "outside.txt"
     sh = BashSession(ws, timeout_s=10)
     try:
-        sh.run(f"echo x > {outside}; chmod u+w model.py; echo y >> model.py; mount -o remount,rw /; echo z > kernels/ok.cu")
+        sh.run(
+            f"echo x > {outside}; chmod u+w model.py; echo y >> model.py; mount -o remount,rw /; echo z > kernels/ok.cu"
+        )
         assert not outside.exists()
         assert (ws / "model.py").read_text() == TASK
         assert (ws / "kernels" / "ok.cu").read_text() == "z\n"
@@ -121,10 +128,15 @@ def test_bash_cannot_reach_the_gpu_lock_files(ws, tmp_path, monkeypatch):
     assert lines[0] == "0" and lines[-1] == "refused", out  # (flock's own complaint between them)
 
 
-@pytest.mark.parametrize("path", ["model.py", "SKILL.md", "binding.cpp", "binding_registry.h", "tools/verify", ".cuda-agent/task.json"])
+@pytest.mark.parametrize(
+    "path", ["model.py", "SKILL.md", "binding.cpp", "binding_registry.h", "tools/verify", ".cuda-agent/task.json"]
+)
 def test_protected_files_cannot_be_written(box, path):
     box.call("read", {"path": path})
-    for name, args in (("write", {"path": path, "content": "x"}), ("edit", {"path": path, "old_string": "a", "new_string": "b"})):
+    for name, args in (
+        ("write", {"path": path, "content": "x"}),
+        ("edit", {"path": path, "old_string": "a", "new_string": "b"}),
+    ):
         obs = box.call(name, args)
         assert not obs.ok and "protected" in obs.text
 
@@ -157,9 +169,16 @@ def test_edit_and_multi_edit(box, ws):
     assert not obs.ok and "occurs 2 times" in obs.text
     obs = box.call("edit", {"path": "kernels/k.cu", "old_string": "int c", "new_string": "x"})
     assert not obs.ok and "not found" in obs.text
-    obs = box.call("multi_edit", {"path": "kernels/k.cu", "edits": [{"old_string": "int a", "new_string": "long a"},
-                                                                      {"old_string": "missing", "new_string": "x"}]})
-    assert not obs.ok and "edit 2" in obs.text and (ws / "kernels/k.cu").read_text().startswith("int a")  # all or nothing
+    obs = box.call(
+        "multi_edit",
+        {
+            "path": "kernels/k.cu",
+            "edits": [{"old_string": "int a", "new_string": "long a"}, {"old_string": "missing", "new_string": "x"}],
+        },
+    )
+    assert (
+        not obs.ok and "edit 2" in obs.text and (ws / "kernels/k.cu").read_text().startswith("int a")
+    )  # all or nothing
     assert box.call("edit", {"path": "kernels/k.cu", "old_string": "= 1", "new_string": "= 3", "replace_all": True}).ok
     assert (ws / "kernels/k.cu").read_text() == "int a = 3;\nint b = 3;\n"
     out = box.call("read", {"path": "kernels/k.cu", "offset": 2, "limit": 1}).text
@@ -169,14 +188,22 @@ def test_edit_and_multi_edit(box, ws):
 def test_glob_and_grep(box):
     box.call("write", {"path": "kernels/a.cu", "content": "__global__ void relu_kernel() {}\n"})
     assert "kernels/a.cu" in box.call("glob", {"pattern": "kernels/*.cu"}).text
-    assert box.call("grep", {"pattern": r"relu_\w+", "glob": "*.cu"}).text == "kernels/a.cu:1:__global__ void relu_kernel() {}"
+    assert (
+        box.call("grep", {"pattern": r"relu_\w+", "glob": "*.cu"}).text
+        == "kernels/a.cu:1:__global__ void relu_kernel() {}"
+    )
     assert "model.py:6:" in box.call("grep", {"pattern": "RELU", "ignore_case": True}).text
 
 
 def test_malformed_arguments_say_how_to_fix():
-    cases = [("nope", "{}", "unknown tool"), ("read", "{bad json", "not valid JSON"), ("read", "{}", "missing path"),
-             ("read", '{"path": "a", "colour": 1}', "unknown colour"), ("read", '{"path": 3}', "must be a string"),
-             ("read", "[1]", "JSON object")]
+    cases = [
+        ("nope", "{}", "unknown tool"),
+        ("read", "{bad json", "not valid JSON"),
+        ("read", "{}", "missing path"),
+        ("read", '{"path": "a", "colour": 1}', "unknown colour"),
+        ("read", '{"path": 3}', "must be a string"),
+        ("read", "[1]", "JSON object"),
+    ]
     for name, raw, want in cases:
         with pytest.raises(Exception) as e:
             check_arguments(name, raw)
@@ -205,5 +232,17 @@ def test_evaluator_bug_is_an_observation_not_a_crash(ws):
 
 def test_schemas_are_valid_openai_tools(box):
     names = [s["function"]["name"] for s in box.schemas()]
-    assert names == ["bash", "read", "write", "edit", "multi_edit", "glob", "grep", "compile", "verify", "profile", "finish"]
+    assert names == [
+        "bash",
+        "read",
+        "write",
+        "edit",
+        "multi_edit",
+        "glob",
+        "grep",
+        "compile",
+        "verify",
+        "profile",
+        "finish",
+    ]
     json.dumps(box.schemas())

@@ -17,9 +17,20 @@ from cuda_agent.eval.timing import baseline_set as bs
 
 
 def _res(t: float, te: float, tc: float, extra: dict[str, float] | None = None, correct: bool = True) -> EvalResult:
-    return EvalResult(Status.OK if correct else Status.INCORRECT, 2 if correct else -1, correct, time_ms=t, eager_ms=te,
-                      compile_ms=tc, speedup_vs_eager=te / t, speedup_vs_compile=tc / t, baselines_ms=extra or {},
-                      task_hash="h", gpu="NVIDIA H200", torch="2.x")
+    return EvalResult(
+        Status.OK if correct else Status.INCORRECT,
+        2 if correct else -1,
+        correct,
+        time_ms=t,
+        eager_ms=te,
+        compile_ms=tc,
+        speedup_vs_eager=te / t,
+        speedup_vs_compile=tc / t,
+        baselines_ms=extra or {},
+        task_hash="h",
+        gpu="NVIDIA H200",
+        torch="2.x",
+    )
 
 
 def test_parse_keeps_the_papers_two_and_refuses_unknown_names():
@@ -67,9 +78,11 @@ def test_bench_report_has_fast_p_and_geomean_against_the_best(tmp_path):
     run = tmp_path / "run"
     store = ResultStore(run)
     store.set_meta(planned={"a": "level1", "b": "level1", "c": "level1"})
-    rows = {"a": _res(1.0, 4.0, 2.0, {"max-autotune": 0.5}),  # 2x vs compile, 0.5x vs the best
-            "b": _res(1.0, 3.0, 3.0, {"max-autotune": 1.5, "cuda-graph": 2.0}),  # 1.5x vs the best
-            "c": _res(1.0, 2.0, 1.0, correct=False)}
+    rows = {
+        "a": _res(1.0, 4.0, 2.0, {"max-autotune": 0.5}),  # 2x vs compile, 0.5x vs the best
+        "b": _res(1.0, 3.0, 3.0, {"max-autotune": 1.5, "cuda-graph": 2.0}),  # 1.5x vs the best
+        "c": _res(1.0, 2.0, 1.0, correct=False),
+    }
     for tid, r in rows.items():
         store.record(tid, "level1", r, phase="profile", source="solution")
         store.finish(tid, "level1")
@@ -108,4 +121,6 @@ def test_cpu_lane_times_an_extra_baseline_and_caches_it(tmp_path, cache_env):
     assert r.baselines_ms.get("cuda-graph", 0) > 0 and "baseline_cuda-graph" in r.phases_s
     assert "CUDA graph:" in result_text(r) and "vs best baseline" in result_text(r)
     again = evaluate_workspace(ws, config=cpu_cfg(baselines=("eager", "compile", "cuda-graph"), reuse_results=False))
-    assert again.baselines_ms["cuda-graph"] == r.baselines_ms["cuda-graph"] and "baseline_cuda-graph" not in again.phases_s
+    assert (
+        again.baselines_ms["cuda-graph"] == r.baselines_ms["cuda-graph"] and "baseline_cuda-graph" not in again.phases_s
+    )

@@ -30,8 +30,16 @@ TASKS = {"t1_good": (257, "good"), "t2_flaky": (129, "good"), "t3_segfault": (65
 
 
 def cpu_cfg() -> EvalConfig:
-    return EvalConfig(device="cpu", compile_baseline=False, n_timed=10, n_warmup=3, max_rounds=1,
-                      load_timeout=60, correctness_timeout=20, timing_timeout=60)
+    return EvalConfig(
+        device="cpu",
+        compile_baseline=False,
+        n_timed=10,
+        n_warmup=3,
+        max_rounds=1,
+        load_timeout=60,
+        correctness_timeout=20,
+        timing_timeout=60,
+    )
 
 
 def make_suite(root: Path) -> tuple[Path, Path]:
@@ -74,8 +82,14 @@ def test_bench_resume_crash_isolation_and_report(tmp_path, cache_env, capsys):
     seen = []
     with LocalPool(1, device="cpu", compile_workers=1) as inner:
         pool = FlakyPool(inner, "t2_flaky")
-        s = run_bench(suite, run_dir, solutions=sols, pool=pool, config=cpu_cfg(),
-                      progress=lambda tid, done, total: seen.append((tid, done, total)))
+        s = run_bench(
+            suite,
+            run_dir,
+            solutions=sols,
+            pool=pool,
+            config=cpu_cfg(),
+            progress=lambda tid, done, total: seen.append((tid, done, total)),
+        )
     assert s.finished == 4 and s.skipped == 0 and s.missing == ["t4_nosol"]
     assert [t for t, _ in s.errors] == ["t2_flaky"]
     assert sorted(t for t, _, _ in seen) == sorted(TASKS) and seen[-1][1:] == (4, 4)
@@ -84,15 +98,36 @@ def test_bench_resume_crash_isolation_and_report(tmp_path, cache_env, capsys):
     assert status == {"t1_good": "ok", "t3_segfault": "runtime_error", "t4_nosol": "no_solution"}
     states = dict(db.execute("SELECT task_id, state FROM tasks"))
     assert states == {"t1_good": "done", "t2_flaky": "error", "t3_segfault": "done", "t4_nosol": "done"}
-    row = db.execute("SELECT correct, reward, time_ms, eager_ms, speedup_vs_eager, result_json, candidate_hash "
-                     "FROM evaluations WHERE task_id = 't1_good'").fetchone()
-    assert row[0] == 1 and row[1] in (1, 2, 3) and row[2] > 0 and row[3] > 0 and row[4] > 0 and '"status": "ok"' in row[5]
+    row = db.execute(
+        "SELECT correct, reward, time_ms, eager_ms, speedup_vs_eager, result_json, candidate_hash "
+        "FROM evaluations WHERE task_id = 't1_good'"
+    ).fetchone()
+    assert (
+        row[0] == 1 and row[1] in (1, 2, 3) and row[2] > 0 and row[3] > 0 and row[4] > 0 and '"status": "ok"' in row[5]
+    )
     assert len(row[6]) == 16
     db.close()
 
     # rerun through the CLI: only the failed task runs again; done ones are skipped
-    rc = main(["bench", str(suite_dir), "--solutions", str(sols), "-o", str(run_dir), "--device", "cpu",
-               "--gpus", "1", "--compile-workers", "1", "--timed-calls", "5", "-q"])
+    rc = main(
+        [
+            "bench",
+            str(suite_dir),
+            "--solutions",
+            str(sols),
+            "-o",
+            str(run_dir),
+            "--device",
+            "cpu",
+            "--gpus",
+            "1",
+            "--compile-workers",
+            "1",
+            "--timed-calls",
+            "5",
+            "-q",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "1 task(s) finished this run, 3 already done" in out
@@ -157,8 +192,10 @@ def test_pool_gates_a_rejected_candidate_on_the_farm(tmp_path, cache_env):
 
     task = Task.from_file(LANE / "task.py")
     hack = init_workspace(task, tmp_path / "hack")
-    (hack / "model_new.py").write_text("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
-                                       "    def forward(self, x):\n        return torch.relu(x) * 2.0\n")
+    (hack / "model_new.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n        return torch.relu(x) * 2.0\n"
+    )
     with LocalPool(1, device="cpu", compile_workers=1) as pool:
         r = pool.submit(EvalJob(task=task, workdir=hack, config=cpu_cfg())).result(timeout=120)
         assert pool.stats == {"farm": 1, "slot": 0, "gated": 1}

@@ -33,7 +33,19 @@ def test_bench_without_a_gpu_scores_nothing_and_says_so(tmp_path, cache_env, cap
         (suite / f"{name}.py").write_text(src.replace("torch.randn(64, 257)", f"torch.randn(64, {width})"))
         shutil.copytree(LANE, sols / name, ignore=shutil.ignore_patterns("task.py", "hostile", "solution_inline.py"))
     run = tmp_path / "run"
-    argv = ["bench", str(suite), "--solutions", str(sols), "-o", str(run), "--gpus", "1", "--compile-workers", "1", "-q"]
+    argv = [
+        "bench",
+        str(suite),
+        "--solutions",
+        str(sols),
+        "-o",
+        str(run),
+        "--gpus",
+        "1",
+        "--compile-workers",
+        "1",
+        "-q",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "no CUDA GPU is visible" in out and "2 not scored" in out and "0.0 %" not in out
@@ -56,7 +68,11 @@ def test_no_gpu_tasks_marked_done_by_older_runs_are_not_done(tmp_path):
     store = ResultStore(tmp_path / "run")
     nogpu = EvalResult(status=Status.NO_GPU, reward=None, correct=False, message="compiled with nvcc")
     wrong = EvalResult(status=Status.INCORRECT, reward=-1, correct=False)
-    for tid, res in (("old_nogpu", nogpu), ("wrong", wrong), ("env", EvalResult(status=Status.ENV_ERROR, reward=None, correct=False))):
+    for tid, res in (
+        ("old_nogpu", nogpu),
+        ("wrong", wrong),
+        ("env", EvalResult(status=Status.ENV_ERROR, reward=None, correct=False)),
+    ):
         store.record(tid, "g", res, phase="profile")
         store.finish(tid, "g", "done")
     store.record_missing("nosol", "g", "no solution")

@@ -29,13 +29,22 @@ def test_compile_only_jobs_on_a_local_ray_cluster(tmp_path, cache_env):
     shutil.copy(LANE / "model_new.py", ws / "model_new.py")
     hack = init_workspace(task, tmp_path / "hack")
     shutil.copytree(LANE / "kernels", hack / "kernels", dirs_exist_ok=True)
-    (hack / "model_new.py").write_text((LANE / "model_new.py").read_text().replace(
-        "return cuda_extension.good(x)", "return torch.relu(x) * 2.0").replace("import torch.nn", "import torch\nimport torch.nn"))
+    (hack / "model_new.py").write_text(
+        (LANE / "model_new.py")
+        .read_text()
+        .replace("return cuda_extension.good(x)", "return torch.relu(x) * 2.0")
+        .replace("import torch.nn", "import torch\nimport torch.nn")
+    )
     cfg = EvalConfig(device="cpu", compile_baseline=False)
     snap = portable(EvalJob(workdir=ws, phase="compile", config=cfg))
     assert snap.workdir is None and snap.task is not None and "kernels/cpu_lane_binding.cpp" in snap.sources
-    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"CUDA_AGENT_CACHE": str(cache_env)}})
+    ray.init(
+        num_cpus=2,
+        num_gpus=0,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"CUDA_AGENT_CACHE": str(cache_env)}},
+    )
     try:
         pool = RayPool()
         good = pool.submit(EvalJob(task=task, workdir=ws, phase="compile", config=cfg))
@@ -66,10 +75,31 @@ def test_bench_on_a_ray_cluster_without_gpus_does_not_wait_for_one(tmp_path, cac
     shutil.copy(LANE / "model_new.py", sols / "lane" / "model_new.py")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     # a Ray of its own with no GPU whatever this machine has (Ray would count a real one)
-    env.update(PYTHONPATH=str(ROOT / "src"), CUDA_AGENT_CACHE=str(cache_env), CUDA_VISIBLE_DEVICES="",
-               RAY_memory_monitor_refresh_ms="0")
-    p = subprocess.run([sys.executable, "-m", "cuda_agent.cli.main", "bench", str(suite), "--solutions", str(sols),
-                        "-o", str(tmp_path / "run"), "--ray", "-q"], capture_output=True, text=True, timeout=420, env=env)
+    env.update(
+        PYTHONPATH=str(ROOT / "src"),
+        CUDA_AGENT_CACHE=str(cache_env),
+        CUDA_VISIBLE_DEVICES="",
+        RAY_memory_monitor_refresh_ms="0",
+    )
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent.cli.main",
+            "bench",
+            str(suite),
+            "--solutions",
+            str(sols),
+            "-o",
+            str(tmp_path / "run"),
+            "--ray",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=420,
+        env=env,
+    )
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-3000:]
     assert "no 'GPU' resource" in out and "CPU " in out, out[-3000:]  # the resource asked for, and what there is

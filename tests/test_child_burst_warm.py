@@ -52,6 +52,7 @@ def test_a_flushing_burst_flushes_before_every_call_and_digests_the_same():
                 seen.append(bool((flush == 0).all()))
                 flush.fill_(1.0)  # what the call leaves in the cache, for the next flush to clear
             return torch.relu(x) * 1.5
+
         return _burst_digests(fn, 5, flush=flush)
 
     plain = run(None)

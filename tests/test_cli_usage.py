@@ -41,11 +41,16 @@ def _one_line(p: subprocess.CompletedProcess, code: int = 2) -> str:
 
 # ------------------------------------------------------------------ item 8: read-only places
 @RO
-@pytest.mark.parametrize("argv", [
-    ("init", TASK, "-o", "{ro}/ws"),
-    pytest.param(("bench", "examples", "--solutions", str(ROOT / "examples"), "-o", "{ro}/run", "-q"), marks=pytest.mark.slow),
-    ("optimize", TASK, "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "-o", "{ro}/opt"),
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("init", TASK, "-o", "{ro}/ws"),
+        pytest.param(
+            ("bench", "examples", "--solutions", str(ROOT / "examples"), "-o", "{ro}/run", "-q"), marks=pytest.mark.slow
+        ),
+        ("optimize", TASK, "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "-o", "{ro}/opt"),
+    ],
+)
 def test_output_on_a_read_only_file_system(tmp_path, cache_env, argv):
     ro = tmp_path / "ro"
     ro.mkdir()
@@ -100,9 +105,26 @@ def test_ctrl_c_during_bench_keeps_results_and_exits_130(tmp_path, cache_env):
         (suite / f"t{i}.py").write_text(src.replace("torch.randn(64, 257)", f"torch.randn(64, {width})"))
         shutil.copytree(LANE, sols / f"t{i}", ignore=shutil.ignore_patterns("task.py", "hostile", "solution_inline.py"))
     run = tmp_path / "run"
-    argv = _cli("bench", str(suite), "--solutions", str(sols), "-o", str(run), "--device", "cpu", "--gpus", "1",
-                "--compile-workers", "1", "--timed-calls", "200", "-q")
-    p = subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    argv = _cli(
+        "bench",
+        str(suite),
+        "--solutions",
+        str(sols),
+        "-o",
+        str(run),
+        "--device",
+        "cpu",
+        "--gpus",
+        "1",
+        "--compile-workers",
+        "1",
+        "--timed-calls",
+        "200",
+        "-q",
+    )
+    p = subprocess.Popen(
+        argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and _rows(run) < 1:
         time.sleep(0.5)
@@ -119,7 +141,9 @@ def test_ctrl_c_during_bench_keeps_results_and_exits_130(tmp_path, cache_env):
         if not left:
             break
         time.sleep(0.25)
-    assert left == b"", subprocess.run(["ps", "-o", "pid,etime,cmd", "-g", str(p.pid)], capture_output=True, text=True).stdout
+    assert left == b"", subprocess.run(
+        ["ps", "-o", "pid,etime,cmd", "-g", str(p.pid)], capture_output=True, text=True
+    ).stdout
 
 
 def _rows(run: Path) -> int:
@@ -169,23 +193,31 @@ def test_eval_shows_the_compile_phase_on_a_terminal(tmp_path, cache_env):
     assert main(["init", str(LANE / "task.py"), "-o", str(ws), "--solution", str(LANE)]) == 0
     rc, text = _in_pty(_cli("eval", str(ws), "--phase", "compile", "--no-cache"))
     assert rc == 0 and "eval: compile" in text and "status: ok" in text
-    piped = subprocess.run(_cli("eval", str(ws), "--phase", "compile", "--json"), env=_env(), capture_output=True, text=True)
+    piped = subprocess.run(
+        _cli("eval", str(ws), "--phase", "compile", "--json"), env=_env(), capture_output=True, text=True
+    )
     assert piped.returncode == 0 and piped.stderr == "" and piped.stdout.lstrip().startswith("{")
 
 
 # ------------------------------------------------------------------ item 10: argument gaps
-@pytest.mark.parametrize("argv,needle", [
-    (["optimize", TASK, "--model", "m", "--bash-timeout", "-1"], "--bash-timeout: must be a positive number"),
-    (["optimize", TASK, "--model", "m", "--max-wall", "-1"], "--max-wall: must be a positive number"),
-    (["optimize", TASK, "--model", "m", "--temperature", "-3"], "--temperature: must be between 0 and 2"),
-    (["optimize", TASK, "--model", "m", "--max-turns", "0"], "--max-turns: must be at least 1"),
-    (["bench", "examples", "--solutions", ".", "-o", "/tmp/x", "--compile-workers", "0"], "--compile-workers: must be at least 1"),
-    (["bench", "examples", "--solutions", ".", "-o", "/tmp/x", "--gpus", "two"], "--gpus: expected an integer"),
-    (["eval", ".", "--timed-calls", "2"], "--timed-calls: must be at least 3"),
-    (["lint-task", TASK, "--seeds", "0"], "--seeds: must be at least 1"),
-    (["view", ".", "--port", "70000"], "--port: must be a port number"),
-    (["eval", "--foo"], "unrecognized arguments: --foo"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["optimize", TASK, "--model", "m", "--bash-timeout", "-1"], "--bash-timeout: must be a positive number"),
+        (["optimize", TASK, "--model", "m", "--max-wall", "-1"], "--max-wall: must be a positive number"),
+        (["optimize", TASK, "--model", "m", "--temperature", "-3"], "--temperature: must be between 0 and 2"),
+        (["optimize", TASK, "--model", "m", "--max-turns", "0"], "--max-turns: must be at least 1"),
+        (
+            ["bench", "examples", "--solutions", ".", "-o", "/tmp/x", "--compile-workers", "0"],
+            "--compile-workers: must be at least 1",
+        ),
+        (["bench", "examples", "--solutions", ".", "-o", "/tmp/x", "--gpus", "two"], "--gpus: expected an integer"),
+        (["eval", ".", "--timed-calls", "2"], "--timed-calls: must be at least 3"),
+        (["lint-task", TASK, "--seeds", "0"], "--seeds: must be at least 1"),
+        (["view", ".", "--port", "70000"], "--port: must be a port number"),
+        (["eval", "--foo"], "unrecognized arguments: --foo"),
+    ],
+)
 def test_bad_arguments_are_refused_by_the_verb(argv, needle, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)
@@ -206,13 +238,36 @@ def test_compile_phase_does_not_claim_a_verdict(tmp_path):
 
 @pytest.mark.slow
 def test_pytest_collect_only_prints_the_count():
-    p = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "tests/test_metrics.py"], cwd=ROOT, env=_env(),
-                       capture_output=True, text=True)
-    assert p.returncode == 0 and any(line.split()[1:2] == ["tests"] and "collected" in line for line in p.stdout.splitlines()), p.stdout[-300:]
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "--co", "-q", "tests/test_metrics.py"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 0 and any(
+        line.split()[1:2] == ["tests"] and "collected" in line for line in p.stdout.splitlines()
+    ), p.stdout[-300:]
 
 
 def test_per_gpu_is_refused_with_the_ray_backend(tmp_path, capsys):
     """Ray leases one GPU per evaluation: a --per-gpu it would ignore is an error, not a silent no-op."""
-    assert main(["bench", str(LANE), "--solutions", str(LANE), "--device", "cpu", "--ray", "--per-gpu", "2",
-                 "-o", str(tmp_path / "run")]) == 2
+    assert (
+        main(
+            [
+                "bench",
+                str(LANE),
+                "--solutions",
+                str(LANE),
+                "--device",
+                "cpu",
+                "--ray",
+                "--per-gpu",
+                "2",
+                "-o",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 2
+    )
     assert "--per-gpu is for the local pool" in capsys.readouterr().err

@@ -56,10 +56,14 @@ def test_the_rank_one_digest_is_v_x_w_plus_the_tail():
     x = torch.randn(N, dtype=torch.float64).float()
     (w,) = _weights(N, 3)
     assert W == 512 and ROWS == 150 and N - ROWS * W == 123
-    assert isinstance(w, Rank1) and w.v.shape == (ROWS, DIGESTS_PER_OUTPUT) and w.tail.shape == (DIGESTS_PER_OUTPUT, 123)
+    assert (
+        isinstance(w, Rank1) and w.v.shape == (ROWS, DIGESTS_PER_OUTPUT) and w.tail.shape == (DIGESTS_PER_OUTPUT, 123)
+    )
     rows = x[: ROWS * W].double().view(ROWS, W)
-    want = [float(w.v[:, d].double() @ rows @ w.w[:, d].double() + w.tail[d].double() @ x[ROWS * W:].double())
-            for d in range(DIGESTS_PER_OUTPUT)]
+    want = [
+        float(w.v[:, d].double() @ rows @ w.w[:, d].double() + w.tail[d].double() @ x[ROWS * W :].double())
+        for d in range(DIGESTS_PER_OUTPUT)
+    ]
     got = _digest(x, [w]).tolist()
     assert got == pytest.approx(want, rel=1e-4, abs=1e-3)
     # an output of another size is not digested (stays NaN: a wrong output)
@@ -166,9 +170,24 @@ def test_the_clocks_opt_ins_run_end_to_end_on_the_cpu_lane(tmp_path, cache_env):
     ws = init_workspace(Task.from_source(src, name="relu2_wide"), tmp_path / "ws")
     shutil.copytree(lane / "kernels", ws / "kernels", dirs_exist_ok=True)
     shutil.copy(lane / "model_new.py", ws / "model_new.py")
-    cfg = EvalConfig(device="cpu", compile_baseline=False, n_timed=10, n_warmup=3, max_rounds=1, load_timeout=60,
-                     correctness_timeout=20, timing_timeout=60, reuse_results=False,
-                     clock_digest="rank1", clock_flush=True, clock_fresh_baselines=True, clock_cold_digest=True)
+    cfg = EvalConfig(
+        device="cpu",
+        compile_baseline=False,
+        n_timed=10,
+        n_warmup=3,
+        max_rounds=1,
+        load_timeout=60,
+        correctness_timeout=20,
+        timing_timeout=60,
+        reuse_results=False,
+        clock_digest="rank1",
+        clock_flush=True,
+        clock_fresh_baselines=True,
+        clock_cold_digest=True,
+    )
     r = evaluate_workspace(ws, config=cfg)
-    assert r.status is Status.OK or (r.status is Status.REJECTED and "timing-forged" in r.message), (r.message, r.log[-1500:])
+    assert r.status is Status.OK or (r.status is Status.REJECTED and "timing-forged" in r.message), (
+        r.message,
+        r.log[-1500:],
+    )
     assert "burst_check" in r.phases_s and r.trusted_mode == "host+rank1" and r.trusted_ms is not None, r.phases_s

@@ -90,8 +90,22 @@ def test_the_corpus_restatements_are_copies_and_the_new_compositions_are_not():
     assert len(copies) >= 38 and len(items) - len(copies) >= 25
     # the restatement kinds issue 30 names, each in some corpus task's first line (its kinds), and near neighbours
     heads = [code.splitlines()[0] for _, code, want in items if want]
-    for kind in ("docstring removed", "folded", "super()", "renamed", "functional", "nn.Sequential", "helper",
-                 "hoisted", "reordered", "in place", "trivial", "submodule", "bmm", "einsum"):
+    for kind in (
+        "docstring removed",
+        "folded",
+        "super()",
+        "renamed",
+        "functional",
+        "nn.Sequential",
+        "helper",
+        "hoisted",
+        "reordered",
+        "in place",
+        "trivial",
+        "submodule",
+        "bmm",
+        "einsum",
+    ):
         assert any(kind in h for h in heads), f"no restatement of kind {kind!r} in the corpus"
     assert sum("near" in code.splitlines()[0] for _, code, want in items if not want) >= 15
     index = SemIndex.build(list(refs.items()))
@@ -125,12 +139,19 @@ def test_canonical_graph_sees_through_views_inplace_scalars_biases_and_dead_code
     base = ops(task("        return torch.relu(self.fc(x)) / 2.0", "        self.fc = nn.Linear(16, 4)"))
     assert base == ["matmul", "relu", "mul.s"]
     same = [
-        task("        y = x.view(8, 16).contiguous().clone()\n        y = self.fc(y)\n        y.relu_()\n"
-             "        y *= 0.5\n        return y", "        self.fc = nn.Linear(16, 4)"),
-        task("        unused = torch.tanh(x)\n        return F.relu(x @ self.w.t() + self.b) * 0.5",
-             "        self.w = nn.Parameter(torch.randn(4, 16))\n        self.b = nn.Parameter(torch.randn(4))"),
-        task("        return torch.clamp(F.linear(x, self.w), min=0) / 2",
-             "        self.w = nn.Parameter(torch.randn(4, 16))"),
+        task(
+            "        y = x.view(8, 16).contiguous().clone()\n        y = self.fc(y)\n        y.relu_()\n"
+            "        y *= 0.5\n        return y",
+            "        self.fc = nn.Linear(16, 4)",
+        ),
+        task(
+            "        unused = torch.tanh(x)\n        return F.relu(x @ self.w.t() + self.b) * 0.5",
+            "        self.w = nn.Parameter(torch.randn(4, 16))\n        self.b = nn.Parameter(torch.randn(4))",
+        ),
+        task(
+            "        return torch.clamp(F.linear(x, self.w), min=0) / 2",
+            "        self.w = nn.Parameter(torch.randn(4, 16))",
+        ),
     ]
     for code in same:
         assert ops(code) == base, code
@@ -143,15 +164,21 @@ def test_canonical_graph_sees_through_views_inplace_scalars_biases_and_dead_code
     assert ops(task("        return F.instance_norm(x)", inputs=x4)) == ["instance_norm"]
     assert ops(task("        return F.batch_norm(x, None, None, training=True)", inputs=x4)) == ["batch_norm"]
     t = time.perf_counter()
-    lstm = task("        return self.rnn(x)[0]", "        self.rnn = nn.LSTM(16, 32, 4, bidirectional=True, batch_first=True)",
-                inputs="torch.randn(8, 2000, 16)")
+    lstm = task(
+        "        return self.rnn(x)[0]",
+        "        self.rnn = nn.LSTM(16, 32, 4, bidirectional=True, batch_first=True)",
+        inputs="torch.randn(8, 2000, 16)",
+    )
     assert ops(lstm) == ["lstm.bi"] and time.perf_counter() - t < 5.0
 
 
 def test_tracing_allocates_nothing_even_for_huge_inputs():
     # 2**36 floats (256 GiB) as input and a 64 GiB weight: the meta device holds no data
-    huge = task("        return torch.relu(self.fc(x))", "        self.fc = nn.Linear(1 << 16, 1 << 18)",
-                inputs="torch.randn(1 << 20, 1 << 16)")
+    huge = task(
+        "        return torch.relu(self.fc(x))",
+        "        self.fc = nn.Linear(1 << 16, 1 << 18)",
+        inputs="torch.randn(1 << 20, 1 << 16)",
+    )
     assert ops(huge) == ["matmul", "relu"]
 
 
@@ -168,14 +195,19 @@ def test_containment_is_about_dataflow_not_op_counts():
     assert sorted(chain.op_labels()) == sorted(swapped.op_labels())
     assert not embeds(chain, swapped) and not embeds(swapped, chain)
     # a scalar op inserted in the middle is a trivial addition; a real op there is a new composition
-    inserted = graph(task("        return torch.tanh(torch.relu(self.fc(x)) * 3.0)", "        self.fc = nn.Linear(16, 16)"))
+    inserted = graph(
+        task("        return torch.tanh(torch.relu(self.fc(x)) * 3.0)", "        self.fc = nn.Linear(16, 16)")
+    )
     assert embeds(chain, inserted)
-    other = graph(task("        return torch.tanh(torch.sigmoid(torch.relu(self.fc(x))))",
-                       "        self.fc = nn.Linear(16, 16)"))
+    other = graph(
+        task("        return torch.tanh(torch.sigmoid(torch.relu(self.fc(x))))", "        self.fc = nn.Linear(16, 16)")
+    )
     assert not embeds(chain, other)
     # commutative operands may be swapped; distinct sources stay distinct
     xy = "torch.randn(8, 16), torch.randn(8, 16)"
-    add_xy = task("        return torch.relu(x + y)", inputs=xy).replace("def forward(self, x)", "def forward(self, x, y)")
+    add_xy = task("        return torch.relu(x + y)", inputs=xy).replace(
+        "def forward(self, x)", "def forward(self, x, y)"
+    )
     add_yx = add_xy.replace("x + y", "y + x")
     add_xx = add_xy.replace("x + y", "x + x")
     assert embeds(graph(add_xy), graph(add_yx))
@@ -183,8 +215,9 @@ def test_containment_is_about_dataflow_not_op_counts():
     # a non-commutative op's operands keep their places
     assert not embeds(graph(task("        return torch.relu(x) - x")), graph(task("        return x - torch.relu(x)")))
     # the reference may sit after a prefix of the candidate's
-    prefixed = graph(task("        return torch.tanh(torch.relu(self.fc(torch.sigmoid(x))))",
-                          "        self.fc = nn.Linear(16, 16)"))
+    prefixed = graph(
+        task("        return torch.tanh(torch.relu(self.fc(torch.sigmoid(x))))", "        self.fc = nn.Linear(16, 16)")
+    )
     assert not embeds(chain, prefixed)  # sigmoid is an added non-trivial op: no allowance for 3 ops
     assert embeds(chain, prefixed, alpha=0.34)
 
@@ -194,13 +227,22 @@ def test_the_syntactic_fallback_ignores_docstrings_comments_names_and_folding():
     from cuda_agent.synth.astsim import similarity as ast_similarity
 
     head = "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-    init = ("    def __init__(self, c_in, c_out, k, bias_shape):\n        super({}__init__(){}\n"
-            "        self.conv = nn.Conv2d(c_in, c_out, k)\n        self.bias = nn.Parameter(torch.randn(bias_shape))\n\n")
-    a = (head + '    """Conv, ReLU, bias add."""\n\n' + init.format("Model, self).", "") +
-         '    def forward(self, x):\n        """x: (N, C, H, W)."""\n        x = self.conv(x)\n'
-         "        x = torch.relu(x)\n        x = x + self.bias\n        return x\n")
-    b = (head + init.format(").", "  # a comment") +
-         "    def forward(self, inp):\n        h = torch.relu(self.conv(inp))\n        return h + self.bias\n")
+    init = (
+        "    def __init__(self, c_in, c_out, k, bias_shape):\n        super({}__init__(){}\n"
+        "        self.conv = nn.Conv2d(c_in, c_out, k)\n        self.bias = nn.Parameter(torch.randn(bias_shape))\n\n"
+    )
+    a = (
+        head
+        + '    """Conv, ReLU, bias add."""\n\n'
+        + init.format("Model, self).", "")
+        + '    def forward(self, x):\n        """x: (N, C, H, W)."""\n        x = self.conv(x)\n'
+        "        x = torch.relu(x)\n        x = x + self.bias\n        return x\n"
+    )
+    b = (
+        head
+        + init.format(").", "  # a comment")
+        + "    def forward(self, inp):\n        h = torch.relu(self.conv(inp))\n        return h + self.bias\n"
+    )
     assert ast_similarity(parse_model(a), parse_model(b)) == 1.0
     # what is called is not a name: ReLU is not SELU (the raw measure scored them 1.00)
     assert ast_similarity(parse_model(a), parse_model(a.replace("torch.relu", "torch.selu"))) < 0.95
@@ -209,10 +251,14 @@ def test_the_syntactic_fallback_ignores_docstrings_comments_names_and_folding():
 def test_op_graphs_from_a_child_are_validated():
     good = {"nodes": [["in", []], ["relu", [[0, 0, "f"]]]], "outputs": [[1, 0]]}
     assert OpGraph.from_json(good).op_labels() == ["relu"]
-    for bad in ({"nodes": [["relu", [[0, 0, "f"]]]], "outputs": [[0, 0]]},  # an edge to itself
-                {"nodes": [["in", []], ["relu", [[0, 0, "x"]]]], "outputs": [[1, 0]]},  # a bad role
-                {"nodes": [["in", []], ["relu", []]], "outputs": [[1, 0]]},  # an op without inputs
-                {"nodes": [["in", []]], "outputs": []}, [], {"nodes": [["in", [[0, 0, "f"]]]], "outputs": [[0, 0]]}):
+    for bad in (
+        {"nodes": [["relu", [[0, 0, "f"]]]], "outputs": [[0, 0]]},  # an edge to itself
+        {"nodes": [["in", []], ["relu", [[0, 0, "x"]]]], "outputs": [[1, 0]]},  # a bad role
+        {"nodes": [["in", []], ["relu", []]], "outputs": [[1, 0]]},  # an op without inputs
+        {"nodes": [["in", []]], "outputs": []},
+        [],
+        {"nodes": [["in", [[0, 0, "f"]]]], "outputs": [[0, 0]]},
+    ):
         with pytest.raises(ValueError):
             OpGraph.from_json(bad)
 
@@ -256,11 +302,15 @@ def test_decontaminator_uses_the_syntactic_measure_only_where_a_graph_is_missing
     index = Decontaminator.build(refs, workers=2)
     assert [n for n, _ in index.untraced] == ["needs_a_module"]
     linear = (ROOT / "examples/linear_bias_relu/task.py").read_text()
-    functional = linear.replace("torch.relu(self.linear(x))", "F.relu(F.linear(x, self.linear.weight, self.linear.bias))")
+    functional = linear.replace(
+        "torch.relu(self.linear(x))", "F.relu(F.linear(x, self.linear.weight, self.linear.bias))"
+    )
     functional = functional.replace("import torch.nn as nn", "import torch.nn as nn\nimport torch.nn.functional as F")
     # the same Model class, inputs that need data (no meta tensor has a list of values)
-    untraced_copy = linear.replace("    return [torch.randn(BATCH, IN_FEATURES)]",
-                                   "    x = torch.randn(BATCH, IN_FEATURES)\n    assert x.tolist()\n    return [x]")
+    untraced_copy = linear.replace(
+        "    return [torch.randn(BATCH, IN_FEATURES)]",
+        "    x = torch.randn(BATCH, IN_FEATURES)\n    assert x.tolist()\n    return [x]",
+    )
     assert untraced_copy != linear
     restated = untraceable.replace("import not_a_module_here", "")
     new = task("        return torch.cumsum(torch.sigmoid(x), dim=1)")
@@ -278,10 +328,24 @@ def test_decontaminator_uses_the_syntactic_measure_only_where_a_graph_is_missing
 
 
 def test_stats_report_removals_per_measure_and_the_closest_kept_tasks():
-    rows = [{"id": f"t{i}", "ops": "[]", "data_source": "torch#2", "max_similarity": 0.1 * i,
-             "nearest_ref": f"A{i}", "semantic_similarity": 0.2 * i, "semantic_ref": f"S{i}"} for i in range(4)]
-    rej = [{"id": "x", "stage": "decontam", "measure": "semantic"}, {"id": "y", "stage": "decontam", "measure": "semantic"},
-           {"id": "z", "stage": "decontam", "measure": "syntactic"}, {"id": "w", "stage": "runs"}]
+    rows = [
+        {
+            "id": f"t{i}",
+            "ops": "[]",
+            "data_source": "torch#2",
+            "max_similarity": 0.1 * i,
+            "nearest_ref": f"A{i}",
+            "semantic_similarity": 0.2 * i,
+            "semantic_ref": f"S{i}",
+        }
+        for i in range(4)
+    ]
+    rej = [
+        {"id": "x", "stage": "decontam", "measure": "semantic"},
+        {"id": "y", "stage": "decontam", "measure": "semantic"},
+        {"id": "z", "stage": "decontam", "measure": "syntactic"},
+        {"id": "w", "stage": "runs"},
+    ]
     s = compute(rows, rej)
     assert s.removed == {"semantic": 2, "syntactic": 1}
     assert [c[0] for c in s.closest] == ["t3", "t2", "t1", "t0"]

@@ -16,7 +16,7 @@ from cuda_agent.llm.textcalls import ToolCall, parse_text_calls
 from cuda_agent.sandbox.shell import BashSession
 from cuda_agent.task.taskfile import Task
 
-TASK = '''import torch
+TASK = """import torch
 import torch.nn as nn
 
 class Model(nn.Module):
@@ -28,12 +28,17 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def assistant(*calls: tuple[str, dict]) -> dict:
-    return {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for n, a in calls]}
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for n, a in calls
+        ],
+    }
 
 
 class Evaluator:
@@ -47,8 +52,9 @@ class Evaluator:
 
 
 def timed(reward: int) -> EvalResult:
-    return EvalResult(Status.OK, reward, True, time_ms=1.0, eager_ms=2.0, compile_ms=1.5,
-                      speedup_vs_eager=2.0, speedup_vs_compile=1.5)
+    return EvalResult(
+        Status.OK, reward, True, time_ms=1.0, eager_ms=2.0, compile_ms=1.5, speedup_vs_eager=2.0, speedup_vs_compile=1.5
+    )
 
 
 @pytest.fixture
@@ -77,12 +83,16 @@ def test_reset_gives_messages_tools_and_a_workspace(env_of):
 def test_step_runs_each_call_and_keeps_the_best(env_of):
     ev = Evaluator({"profile": [timed(3), EvalResult(Status.INCORRECT, -1, False, message="wrong")]})
     env, start = env_of(ev)
-    msg = assistant(("write", {"path": "kernels/k.cu", "content": "// v1\n"}), ("profile", {}), ("bash", {"command": "echo hi"}))
+    msg = assistant(
+        ("write", {"path": "kernels/k.cu", "content": "// v1\n"}), ("profile", {}), ("bash", {"command": "echo hi"})
+    )
     r = env.step(msg)
     ids = [c["id"] for c in msg["tool_calls"]]
     assert len(set(ids)) == 3 and all(ids)  # empty ids were replaced, in the message too
     assert [o.message["tool_call_id"] for o in r.observations] == ids
-    assert [o.name for o in r.observations] == ["write", "profile", "bash"] and r.observations[2].message["content"].startswith("hi")
+    assert [o.name for o in r.observations] == ["write", "profile", "bash"] and r.observations[2].message[
+        "content"
+    ].startswith("hi")
     assert r.observations[1].eval.improved and "new best" in r.observations[1].message["content"]
     assert not r.done and r.reward == 3 == env.reward
     r = env.step(assistant(("write", {"path": "kernels/k.cu", "content": "// v2\n"}), ("profile", {})))
@@ -93,8 +103,11 @@ def test_step_runs_each_call_and_keeps_the_best(env_of):
 
 def test_malformed_calls_are_observations(env_of):
     env, _ = env_of()
-    calls = parse_text_calls('<tool_call>{oops</tool_call><tool_call><function=read><parameter=path>model.py'
-                             '</parameter></function></tool_call>', tool_schemas())
+    calls = parse_text_calls(
+        "<tool_call>{oops</tool_call><tool_call><function=read><parameter=path>model.py"
+        "</parameter></function></tool_call>",
+        tool_schemas(),
+    )
     r = env.step({"role": "assistant", "content": "x"}, calls + [ToolCall("", "frobnicate", "{}")])
     texts = [o.message["content"] for o in r.observations]
     assert "not valid JSON" in texts[0] and "<tool_call>" in texts[0] and not r.observations[0].ok

@@ -44,27 +44,38 @@ def fake_tc(tmp_path, monkeypatch):
 
 
 def _compile_error(log: str) -> EvalResult:
-    return EvalResult(status=Status.COMPILE_ERROR, reward=-1, correct=False, message="compilation failed; see log", log=log)
+    return EvalResult(
+        status=Status.COMPILE_ERROR, reward=-1, correct=False, message="compilation failed; see log", log=log
+    )
 
 
-MISSING = "== kernels/k.cu: compile failed (exit 1)\n/tmp/ws/kernels/k.cu:3:10: fatal error: {h}: No such file or directory\n"
+MISSING = (
+    "== kernels/k.cu: compile failed (exit 1)\n/tmp/ws/kernels/k.cu:3:10: fatal error: {h}: No such file or directory\n"
+)
 
 
 def test_missing_toolkit_header_is_env_error_with_the_fix(fake_tc):
     r = env_check.classify(_compile_error(MISSING.format(h="cublasLt.h")))
     assert r.status is Status.ENV_ERROR and r.reward is None and not r.correct
     assert "cublasLt.h" in r.message and "pip install nvidia-cublas" in r.message and "not the candidate's" in r.message
-    for header, fix in (("cudnn.h", "nvidia-cudnn"), ("cuda_runtime.h", "CUDA_HOME"), ("torch/extension.h", "reinstall torch"),
-                        ("Python.h", "python3-dev")):
+    for header, fix in (
+        ("cudnn.h", "nvidia-cudnn"),
+        ("cuda_runtime.h", "CUDA_HOME"),
+        ("torch/extension.h", "reinstall torch"),
+        ("Python.h", "python3-dev"),
+    ):
         assert fix in env_check.classify(_compile_error(MISSING.format(h=header))).message, header
 
 
-@pytest.mark.parametrize("log", [
-    MISSING.format(h="my_helpers.h"),  # the candidate's own header: its compile error
-    '/tmp/ws/kernels/k.cu:1:2: error: #error "fatal error: cublasLt.h: No such file or directory"\n',  # forged
-    "/tmp/ws/kernels/k.cu:1:2: error: #error k.cu:1:2: fatal error: cublasLt.h: No such file or directory\n",
-    "kernels/k.cu(4): error: identifier \"foo\" is undefined\n",
-])
+@pytest.mark.parametrize(
+    "log",
+    [
+        MISSING.format(h="my_helpers.h"),  # the candidate's own header: its compile error
+        '/tmp/ws/kernels/k.cu:1:2: error: #error "fatal error: cublasLt.h: No such file or directory"\n',  # forged
+        "/tmp/ws/kernels/k.cu:1:2: error: #error k.cu:1:2: fatal error: cublasLt.h: No such file or directory\n",
+        'kernels/k.cu(4): error: identifier "foo" is undefined\n',
+    ],
+)
 def test_candidate_faults_stay_compile_errors(fake_tc, log):
     r = env_check.classify(_compile_error(log))
     assert r.status is Status.COMPILE_ERROR and r.reward == -1
@@ -80,12 +91,22 @@ def test_missing_compiler_and_library(fake_tc):
     tc, _ = fake_tc
     r = env_check.classify(_compile_error(f"{toolchain_mod.CANNOT_RUN} {tc.nvcc}: No such file or directory\n"))
     assert r.status is Status.ENV_ERROR and "CUDA toolkit" in r.message
-    load = EvalResult(status=Status.RUNTIME_ERROR, reward=-1, correct=False,
-                      message="load: the candidate raised ImportError", log="undefined symbol: cublasLtMatmul")
+    load = EvalResult(
+        status=Status.RUNTIME_ERROR,
+        reward=-1,
+        correct=False,
+        message="load: the candidate raised ImportError",
+        log="undefined symbol: cublasLtMatmul",
+    )
     assert env_check.classify(load).status is Status.ENV_ERROR
     tc.libs.add("cublasLt")
-    again = EvalResult(status=Status.RUNTIME_ERROR, reward=-1, correct=False,
-                       message="load: the candidate raised ImportError", log="undefined symbol: cublasLtMatmul")
+    again = EvalResult(
+        status=Status.RUNTIME_ERROR,
+        reward=-1,
+        correct=False,
+        message="load: the candidate raised ImportError",
+        log="undefined symbol: cublasLtMatmul",
+    )
     assert env_check.classify(again).status is Status.RUNTIME_ERROR  # the library is there: the candidate's fault
 
 

@@ -67,7 +67,10 @@ def test_task_loads_and_hash_tracks_content(tmp_path):
         ("class Model:\n  def forward(self): pass\ndef get_inputs(): pass\n", "missing get_init_inputs"),
         ("class Model:\n  pass\ndef get_inputs(): pass\ndef get_init_inputs(): pass\n", "no forward"),
         ("def broken(:\n", "not valid Python"),
-        ("class Model:\n  def forward(self): pass\ndef get_inputs(): pass\ndef get_init_inputs(): pass\nPRECISION='fp8'\n", "PRECISION"),
+        (
+            "class Model:\n  def forward(self): pass\ndef get_inputs(): pass\ndef get_init_inputs(): pass\nPRECISION='fp8'\n",
+            "PRECISION",
+        ),
     ],
 )
 def test_bad_task_files_raise_task_error(tmp_path, source, needle):
@@ -85,13 +88,23 @@ def test_missing_task_file():
 # ---------------------------------------------------------------- workspace
 def test_workspace_layout_and_protection(tmp_path, cache_env):
     ws = init_workspace(Task.from_file(LANE / "task.py"), tmp_path / "ws")
-    for rel in ("model.py", "model_new.py", "binding.cpp", "binding_registry.h", "SKILL.md",
-                "tools/compile", "tools/verify", "tools/profile"):
+    for rel in (
+        "model.py",
+        "model_new.py",
+        "binding.cpp",
+        "binding_registry.h",
+        "SKILL.md",
+        "tools/compile",
+        "tools/verify",
+        "tools/profile",
+    ):
         assert (ws / rel).is_file(), rel
     assert (ws / "kernels").is_dir()
     assert not (ws / "model.py").stat().st_mode & 0o222  # read-only
     assert (ws / "model_new.py").stat().st_mode & 0o200  # writable
-    assert "cuda_agent eval" in (ws / "tools/verify").read_text() and "--phase verify" in (ws / "tools/verify").read_text()
+    assert (
+        "cuda_agent eval" in (ws / "tools/verify").read_text() and "--phase verify" in (ws / "tools/verify").read_text()
+    )
     with pytest.raises(FileExistsError):
         init_workspace(Task.from_file(LANE / "task.py"), ws)
 
@@ -128,10 +141,10 @@ def test_compare_catches_nan_shape_and_tolerance():
 
 # ---------------------------------------------------------------- build
 TWO_KERNELS = {
-    "kernels/a.cu": '#include <cuda_runtime.h>\n__global__ void ka(float* x){ x[threadIdx.x] *= 2.f; }\n'
-                    'extern "C" void la(float* x, cudaStream_t s){ ka<<<1, 32, 0, s>>>(x); }\n',
+    "kernels/a.cu": "#include <cuda_runtime.h>\n__global__ void ka(float* x){ x[threadIdx.x] *= 2.f; }\n"
+    'extern "C" void la(float* x, cudaStream_t s){ ka<<<1, 32, 0, s>>>(x); }\n',
     "kernels/b.cu": '#include <cuda_runtime.h>\n#include "shared.cuh"\n__global__ void kb(float* x){ x[threadIdx.x] = twice(x[threadIdx.x]); }\n'
-                    'extern "C" void lb(float* x, cudaStream_t s){ kb<<<1, 32, 0, s>>>(x); }\n',
+    'extern "C" void lb(float* x, cudaStream_t s){ kb<<<1, 32, 0, s>>>(x); }\n',
     "kernels/shared.cuh": "#pragma once\n__device__ inline float twice(float v){ return 2.f * v; }\n",
 }
 
@@ -182,8 +195,17 @@ def test_compile_that_never_ends_is_killed(tmp_path, cache_env, monkeypatch):
 
     def fake_toolchain(arch):
         used.append(arch)
-        return Toolchain(nvcc=str(fake / "nvcc"), cxx=str(fake / "nvcc"), cuda_home="", include_dirs=(), lib_dirs=(),
-                         torch_libs=(), defines=(), arch=arch, versions="fake")
+        return Toolchain(
+            nvcc=str(fake / "nvcc"),
+            cxx=str(fake / "nvcc"),
+            cuda_home="",
+            include_dirs=(),
+            lib_dirs=(),
+            torch_libs=(),
+            defines=(),
+            arch=arch,
+            versions="fake",
+        )
 
     monkeypatch.setattr(build_mod, "toolchain", fake_toolchain)  # where build() looks it up
     import time
@@ -195,8 +217,19 @@ def test_compile_that_never_ends_is_killed(tmp_path, cache_env, monkeypatch):
 
 
 # ---------------------------------------------------------------- CLI
-SCHEMA = {"status", "reward", "correct", "time_ms", "eager_ms", "compile_ms", "speedup_vs_eager",
-          "speedup_vs_compile", "findings", "gpu", "torch"}
+SCHEMA = {
+    "status",
+    "reward",
+    "correct",
+    "time_ms",
+    "eager_ms",
+    "compile_ms",
+    "speedup_vs_eager",
+    "speedup_vs_compile",
+    "findings",
+    "gpu",
+    "torch",
+}
 
 
 @pytest.mark.slow
@@ -235,8 +268,12 @@ def test_bad_input_exits_2_with_one_line(argv, needle, capsys):
 def test_not_a_task_exits_2_via_subprocess(tmp_path):
     f = tmp_path / "nota.py"
     f.write_text("x = 1\n")
-    p = subprocess.run([sys.executable, "-m", "cuda_agent", "init", str(f), "-o", str(tmp_path / "w")],
-                       capture_output=True, text=True, cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, "-m", "cuda_agent", "init", str(f), "-o", str(tmp_path / "w")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert p.returncode == 2 and "not a KernelBench task" in p.stderr and "Traceback" not in p.stderr
 
 

@@ -19,7 +19,9 @@ from cuda_agent.eval.api import evaluate_workspace
 from cuda_agent.eval.judge.result import Status
 from cuda_agent.sandbox import box as sandbox
 
-needs_sandbox = pytest.mark.skipif(sandbox.probe("cpu")[0] != (), reason=f"full sandbox unavailable: {sandbox.probe('cpu')}")
+needs_sandbox = pytest.mark.skipif(
+    sandbox.probe("cpu")[0] != (), reason=f"full sandbox unavailable: {sandbox.probe('cpu')}"
+)
 
 
 @needs_sandbox
@@ -28,14 +30,20 @@ def test_wrapped_process_has_no_network_and_the_limits(tmp_path):
     rw, ro = tmp_path / "rw", tmp_path / "ro"
     rw.mkdir()
     ro.mkdir()
-    code = ("import socket,resource,sys;s=socket.socket();s.settimeout(2)\n"
-            "try:\n s.connect(('127.0.0.1', 9)); print('connected')\nexcept OSError as e: print('refused', e.errno)\n"
-            "print(resource.getrlimit(resource.RLIMIT_FSIZE)[0], resource.getrlimit(resource.RLIMIT_CORE)[0])\n"
-            "for d in sys.argv[1:]:\n"
-            " try: open(d + '/f', 'w').write('x'); print('wrote')\n"
-            " except OSError as e: print('refused', e.errno)\n")
-    p = subprocess.run(box.wrap([sys.executable, "-c", code, str(rw), str(ro), "/dev/shm"], writable=[rw]),
-                       capture_output=True, text=True, timeout=60)
+    code = (
+        "import socket,resource,sys;s=socket.socket();s.settimeout(2)\n"
+        "try:\n s.connect(('127.0.0.1', 9)); print('connected')\nexcept OSError as e: print('refused', e.errno)\n"
+        "print(resource.getrlimit(resource.RLIMIT_FSIZE)[0], resource.getrlimit(resource.RLIMIT_CORE)[0])\n"
+        "for d in sys.argv[1:]:\n"
+        " try: open(d + '/f', 'w').write('x'); print('wrote')\n"
+        " except OSError as e: print('refused', e.errno)\n"
+    )
+    p = subprocess.run(
+        box.wrap([sys.executable, "-c", code, str(rw), str(ro), "/dev/shm"], writable=[rw]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     lines = p.stdout.split("\n")
     assert p.returncode == 0, p.stderr
     assert lines[0].startswith("refused") and "101" in lines[0]  # ENETUNREACH: loopback is down
@@ -56,16 +64,18 @@ def test_a_profile_drops_only_the_layers_it_names(monkeypatch):
     assert sandbox.Sandbox(1 << 20, 64).locked and not sandbox.Sandbox(1 << 20, 64, ("nest",)).locked
 
 
-_REMOUNT = ("import ctypes,sys,os\n"
-            "libc=ctypes.CDLL(None,use_errno=True)\n"
-            "for target in (b'/', sys.argv[2].encode()):\n"
-            "  r=libc.mount(None,target,None,32|4096,None)\n"  # MS_REMOUNT|MS_BIND: clear read-only
-            "  print('remounted' if r==0 else f'refused {ctypes.get_errno()}')\n"
-            "r=libc.umount2(sys.argv[2].encode(),2)\n"  # MNT_DETACH a pin to reach the file beneath
-            "print('unmounted' if r==0 else f'refused {ctypes.get_errno()}')\n"
-            "for p in (sys.argv[1] + '/planted', sys.argv[2]):\n"
-            "  try: open(p,'a').write('x'); print('wrote')\n"
-            "  except OSError as e: print('refused', e.errno)\n")
+_REMOUNT = (
+    "import ctypes,sys,os\n"
+    "libc=ctypes.CDLL(None,use_errno=True)\n"
+    "for target in (b'/', sys.argv[2].encode()):\n"
+    "  r=libc.mount(None,target,None,32|4096,None)\n"  # MS_REMOUNT|MS_BIND: clear read-only
+    "  print('remounted' if r==0 else f'refused {ctypes.get_errno()}')\n"
+    "r=libc.umount2(sys.argv[2].encode(),2)\n"  # MNT_DETACH a pin to reach the file beneath
+    "print('unmounted' if r==0 else f'refused {ctypes.get_errno()}')\n"
+    "for p in (sys.argv[1] + '/planted', sys.argv[2]):\n"
+    "  try: open(p,'a').write('x'); print('wrote')\n"
+    "  except OSError as e: print('refused', e.errno)\n"
+)
 
 
 @needs_sandbox
@@ -78,8 +88,12 @@ def test_read_only_flags_are_locked_against_the_sandboxed_root(tmp_path):
     pin = rw / "model.py"
     pin.write_text("reference\n")
     argv = [sys.executable, "-c", _REMOUNT, str(ro), str(pin)]
-    p = subprocess.run(sandbox.Sandbox(1 << 20, 128).wrap(argv, writable=[rw], readonly=[pin]),
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        sandbox.Sandbox(1 << 20, 128).wrap(argv, writable=[rw], readonly=[pin]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     lines = p.stdout.split("\n")
     assert lines[:2] == ["refused 1", "refused 1"], p.stdout  # EPERM: the flags are locked
@@ -87,8 +101,12 @@ def test_read_only_flags_are_locked_against_the_sandboxed_root(tmp_path):
     assert lines[3:5] == ["refused 30", "refused 30"], p.stdout  # EROFS: outside and the pin
     assert not (ro / "planted").exists() and pin.read_text() == "reference\n"
     # the control: without the nested namespace the same root may clear the flags
-    q = subprocess.run(sandbox.Sandbox(1 << 20, 128, ("nest",)).wrap(argv, writable=[rw], readonly=[pin]),
-                       capture_output=True, text=True, timeout=60)
+    q = subprocess.run(
+        sandbox.Sandbox(1 << 20, 128, ("nest",)).wrap(argv, writable=[rw], readonly=[pin]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert q.stdout.split("\n")[0] == "remounted", q.stdout + q.stderr
 
 
@@ -177,15 +195,21 @@ def test_loopback_up_reaches_the_namespace_only(tmp_path):
     # the parent's listener on the host's 127.0.0.1 still is not
     srv = _listener()
     try:
-        code = ("import socket,sys\n"
-                "inner=socket.socket();inner.bind(('127.0.0.1',0));inner.listen(1)\n"
-                "for port in (inner.getsockname()[1], int(sys.argv[1])):\n"
-                " c=socket.socket();c.settimeout(2)\n"
-                " try: c.connect(('127.0.0.1', port)); print('connected')\n"
-                " except OSError as e: print('refused', e.errno)\n")
+        code = (
+            "import socket,sys\n"
+            "inner=socket.socket();inner.bind(('127.0.0.1',0));inner.listen(1)\n"
+            "for port in (inner.getsockname()[1], int(sys.argv[1])):\n"
+            " c=socket.socket();c.settimeout(2)\n"
+            " try: c.connect(('127.0.0.1', port)); print('connected')\n"
+            " except OSError as e: print('refused', e.errno)\n"
+        )
         box = sandbox.Sandbox(1 << 20, 128)
-        p = subprocess.run(box.wrap([sys.executable, "-c", code, str(srv.getsockname()[1])], writable=[tmp_path], loopback=True),
-                           capture_output=True, text=True, timeout=60)
+        p = subprocess.run(
+            box.wrap([sys.executable, "-c", code, str(srv.getsockname()[1])], writable=[tmp_path], loopback=True),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert p.returncode == 0, p.stderr
         assert p.stdout.split("\n")[:2] == ["connected", "refused 111"]  # ECONNREFUSED: nothing listens in here
         with pytest.raises(OSError):

@@ -25,9 +25,24 @@ def row(busy: float, phases: dict[str, float], status: str = "ok", correct: bool
 
 def test_phase_split_adds_up_to_the_gpu_seconds_and_moves_child_start_up_out_of_reference():
     rows = [
-        row(14.5, {"children": 0.5, "compile": 1.0, "reference": 3.0, "reference.setup": 1.0, "load": 0.5, "verify": 1.5, "verify.call": 1.2,
-                   "timing": 4.0, "trusted_clock": 1.0, "compare": 1.0, "compare.load": 0.4, "burst_check": 0.25,
-                   "sanitize_memcheck": 0.5}),
+        row(
+            14.5,
+            {
+                "children": 0.5,
+                "compile": 1.0,
+                "reference": 3.0,
+                "reference.setup": 1.0,
+                "load": 0.5,
+                "verify": 1.5,
+                "verify.call": 1.2,
+                "timing": 4.0,
+                "trusted_clock": 1.0,
+                "compare": 1.0,
+                "compare.load": 0.4,
+                "burst_check": 0.25,
+                "sanitize_memcheck": 0.5,
+            },
+        ),
         row(0.0, {"compile": 5.0}, status="compile_error", correct=False),  # settled on the farm: no GPU time
     ]
     split, keys = bench.phase_split(rows, 20.5)
@@ -49,9 +64,18 @@ def test_spread_compares_the_same_honest_candidate_across_modes():
     def timed(mode, label, ms, expect="correct"):
         return bench.Row(mode, label, expect, "ok", expect == "correct", 1, 1.0, {}, {}, 0.0, "", ms)
 
-    rows = [timed("serial", "a", 1.00), timed("serial", "a", 1.02), timed("pool", "a", 1.03),
-            timed("serial", "b", 2.0), timed("pool", "b", 2.1), timed("pool", "b", 2.3), timed("pool", "b", 2.2),
-            timed("pool", "only_pool", 5.0), timed("serial", "x", 1.0, "incorrect"), timed("pool", "x", 9.0, "incorrect")]
+    rows = [
+        timed("serial", "a", 1.00),
+        timed("serial", "a", 1.02),
+        timed("pool", "a", 1.03),
+        timed("serial", "b", 2.0),
+        timed("pool", "b", 2.1),
+        timed("pool", "b", 2.3),
+        timed("pool", "b", 2.2),
+        timed("pool", "only_pool", 5.0),
+        timed("serial", "x", 1.0, "incorrect"),
+        timed("pool", "x", 9.0, "incorrect"),
+    ]
     n, worst, median, label = bench.spread(rows)
     assert n == 2 and label == "b"  # a candidate timed in one mode only, and broken ones, are left out
     assert worst == pytest.approx(10.0) and median == pytest.approx((10.0 + 100 * 0.02 / 1.01) / 2)
@@ -62,8 +86,14 @@ def test_baseline_misses_are_counted_per_mode():
     def r(mode, cache):
         return bench.Row(mode, "t", "correct", "ok", True, 1, 1.0, {}, cache, 0.0, "")
 
-    rows = [r("serial", {"baselines": False}), r("serial", {"baselines": True}), r("pool", {"baselines": False}),
-            r("pool", {"baselines": False}), r("pool", {}), r("serial", {"build": False})]
+    rows = [
+        r("serial", {"baselines": False}),
+        r("serial", {"baselines": True}),
+        r("pool", {"baselines": False}),
+        r("pool", {"baselines": False}),
+        r("pool", {}),
+        r("serial", {"build": False}),
+    ]
     assert bench.baseline_misses(rows) == {"serial": 1, "pool": 2}  # no "baselines" key: none were timed
     assert bench.baseline_misses(rows[1:2]) == {}
 
@@ -72,7 +102,9 @@ def test_expected_outcomes():
     assert row(1, {}).as_expected
     assert not row(1, {}, status="incorrect", correct=False).as_expected
     assert row(1, {}, status="incorrect", correct=False, expect="incorrect").as_expected
-    assert not row(1, {}, status="runtime_error", correct=False, expect="incorrect").as_expected  # a crash is not "wrong result"
+    assert not row(
+        1, {}, status="runtime_error", correct=False, expect="incorrect"
+    ).as_expected  # a crash is not "wrong result"
     assert not row(1, {}, status="ok", correct=True, expect="incorrect").as_expected
     assert row(1, {}, status="ok", correct=False, expect="compiled").as_expected
 

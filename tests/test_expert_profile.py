@@ -34,6 +34,7 @@ CEIL = roof.Ceilings("NVIDIA H200", 4.3e12, {"fp32": 5.0e13, "bf16": 7.0e14}, "2
 
 # ---- ncu's output ----------------------------------------------------------------------------------------------------
 
+
 def test_parse_saved_raw_page():
     rows = ncu.parse_csv(RAW)
     assert [r.name.split("(")[0] for r in rows] == ["gelu_kernel", "void sgemm_tiled<128, 8>", "gelu_kernel"]
@@ -50,13 +51,15 @@ def test_parse_saved_raw_page():
 
 
 def test_parse_details_page_and_units():
-    text = "\n".join([
-        '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Section Name","Metric Name",'
-        '"Metric Unit","Metric Value"',
-        '"0","1","python3","h","k(float*)","1","7","Command line profiler metrics","gpu__time_duration.sum","usecond","1.50"',
-        '"0","1","python3","h","k(float*)","1","7","Command line profiler metrics","dram__bytes_read.sum","Mbyte","2.00"',
-        '"0","1","python3","h","k(float*)","1","7","Command line profiler metrics","dram__bytes_write.sum","byte","n/a"',
-    ])
+    text = "\n".join(
+        [
+            '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Section Name","Metric Name",'
+            '"Metric Unit","Metric Value"',
+            '"0","1","python3","h","k(float*)","1","7","Command line profiler metrics","gpu__time_duration.sum","usecond","1.50"',
+            '"0","1","python3","h","k(float*)","1","7","Command line profiler metrics","dram__bytes_read.sum","Mbyte","2.00"',
+            '"0","1","python3","h","k(float*)","1","7","Command line profiler metrics","dram__bytes_write.sum","byte","n/a"',
+        ]
+    )
     [k] = ncu.parse_csv(text)
     assert k.duration_ns == pytest.approx(1500.0)
     assert k.dram_bytes() == pytest.approx(2e6)
@@ -84,6 +87,7 @@ def test_ncu_command_never_touches_clocks():
 
 
 # ---- verdicts and ceilings -------------------------------------------------------------------------------------------
+
 
 def test_roofline_verdicts_from_the_saved_report():
     rows = ncu.parse_csv(RAW)
@@ -195,20 +199,25 @@ def test_compiler_report_without_nvcc_or_kernels_says_so(tmp_path):
 def test_ptxas_and_cuobjdump_formats():
     from cuda_agent.eval.profile.resources import cuobjdump_report
 
-    old = ("ptxas info    : Compiling entry function '_Z1kPf' for 'sm_80'\nptxas info    : Function properties for _Z1kPf\n"
-           "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
-           "ptxas info    : Used 255 registers, 2048 bytes smem, 368 bytes cmem[0]\n")
+    old = (
+        "ptxas info    : Compiling entry function '_Z1kPf' for 'sm_80'\nptxas info    : Function properties for _Z1kPf\n"
+        "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+        "ptxas info    : Used 255 registers, 2048 bytes smem, 368 bytes cmem[0]\n"
+    )
     k = ptxas_report(old)["_Z1kPf"]
     assert (k.registers, k.spill_stores, k.smem_static, k.stack) == (255, 4, 2048, 8)
-    dump = ("Fatbin elf code:\n================\narch = sm_90\n\nResource usage:\n Common:\n  GLOBAL:0\n"
-            " Function _Z5scalePKfPffi:\n  REG:10 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:380 TEXTURE:0 SURFACE:0 SAMPLER:0\n"
-            " Function _Z5tiledPKfPfi:\n  REG:32 STACK:256 SHARED:1024 LOCAL:0 CONSTANT[0]:372 TEXTURE:0\n")
+    dump = (
+        "Fatbin elf code:\n================\narch = sm_90\n\nResource usage:\n Common:\n  GLOBAL:0\n"
+        " Function _Z5scalePKfPffi:\n  REG:10 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:380 TEXTURE:0 SURFACE:0 SAMPLER:0\n"
+        " Function _Z5tiledPKfPfi:\n  REG:32 STACK:256 SHARED:1024 LOCAL:0 CONSTANT[0]:372 TEXTURE:0\n"
+    )
     got = cuobjdump_report(dump)
     assert got["_Z5scalePKfPffi"].registers == 10 and got["_Z5tiledPKfPfi"].smem_static == 1024
     assert got["_Z5tiledPKfPfi"].stack == 256
 
 
 # ---- the summary -----------------------------------------------------------------------------------------------------
+
 
 def test_summary_fits_forty_lines():
     rows = []
@@ -233,6 +242,7 @@ def test_bounded_run_times_out_with_a_line():
 
 
 # ---- the whole profile: no GPU here (real), and the GPU path's plumbing with stand-ins ------------------------------
+
 
 @pytest.fixture
 def workspace(tmp_path, cache_env):
@@ -291,12 +301,18 @@ def test_gpu_path_with_counters_and_cached_ceilings(workspace, monkeypatch, tmp_
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-@pytest.mark.parametrize("body, expect", [
-    ("echo '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters'; "
-     "exit 1", "refused: ERR_NVGPUCTRPERM"),
-    pytest.param("sleep 60", "ncu timed out after", marks=pytest.mark.slow),
-    (None, "ncu (Nsight Compute) is not installed here"),
-])
+@pytest.mark.parametrize(
+    "body, expect",
+    [
+        (
+            "echo '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters'; "
+            "exit 1",
+            "refused: ERR_NVGPUCTRPERM",
+        ),
+        pytest.param("sleep 60", "ncu timed out after", marks=pytest.mark.slow),
+        (None, "ncu (Nsight Compute) is not installed here"),
+    ],
+)
 def test_gpu_path_without_counters_says_why(workspace, monkeypatch, tmp_path, body, expect):
     _fake_gpu(monkeypatch, tmp_path)
     if body is None:
@@ -331,8 +347,12 @@ def test_a_failing_child_is_a_line(workspace, monkeypatch, tmp_path):
 
 def test_profile_child_without_a_gpu_writes_a_failure(tmp_path):
     out = tmp_path / "r.json"
-    r = subprocess.run([sys.executable, "-m", "cuda_agent.eval.child.profiling", "ceilings", "--out", str(out)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "cuda_agent.eval.child.profiling", "ceilings", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if r.returncode == 0:
         pytest.skip("a CUDA device is visible here")
     import json
@@ -343,25 +363,40 @@ def test_profile_child_without_a_gpu_writes_a_failure(tmp_path):
 
 # ---- the agent's tool ------------------------------------------------------------------------------------------------
 
+
 def test_profile_tool_appends_the_expert_text_only_when_correct(tmp_path):
     from cuda_agent.env.toolbox import Toolbox
     from cuda_agent.eval.judge.result import EvalResult, Status
 
     (tmp_path / "model_new.py").write_text("x = 1\n")
     seen = []
-    ok = Toolbox(tmp_path, evaluator=lambda w, phase: EvalResult(Status.OK, 3, True, message="fast"),
-                 expert=lambda w: seen.append(w) or "expert profile (0.1 s; ...):\ncounters: ncu", bash_timeout_s=5)
+    ok = Toolbox(
+        tmp_path,
+        evaluator=lambda w, phase: EvalResult(Status.OK, 3, True, message="fast"),
+        expert=lambda w: seen.append(w) or "expert profile (0.1 s; ...):\ncounters: ncu",
+        bash_timeout_s=5,
+    )
     try:
         assert "counters: ncu" in ok.call("profile", "{}").text
         assert "counters: ncu" not in ok.call("verify", "{}").text  # only the profile tool
         assert len(seen) == 1
     finally:
         ok.close()
-    bad = Toolbox(tmp_path, evaluator=lambda w, phase: EvalResult(Status.INCORRECT, -1, False, message="wrong"),
-                  expert=lambda w: "counters: ncu", bash_timeout_s=5)
-    boom = Toolbox(tmp_path, evaluator=lambda w, phase: EvalResult(Status.OK, 2, True, message="fine"),
-                   expert=lambda w: 1 / 0, bash_timeout_s=5)
-    plain = Toolbox(tmp_path, evaluator=lambda w, phase: EvalResult(Status.OK, 2, True, message="fine"), bash_timeout_s=5)
+    bad = Toolbox(
+        tmp_path,
+        evaluator=lambda w, phase: EvalResult(Status.INCORRECT, -1, False, message="wrong"),
+        expert=lambda w: "counters: ncu",
+        bash_timeout_s=5,
+    )
+    boom = Toolbox(
+        tmp_path,
+        evaluator=lambda w, phase: EvalResult(Status.OK, 2, True, message="fine"),
+        expert=lambda w: 1 / 0,
+        bash_timeout_s=5,
+    )
+    plain = Toolbox(
+        tmp_path, evaluator=lambda w, phase: EvalResult(Status.OK, 2, True, message="fine"), bash_timeout_s=5
+    )
     try:
         assert "counters" not in bad.call("profile", "{}").text
         o = boom.call("profile", "{}")

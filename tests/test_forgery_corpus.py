@@ -41,10 +41,25 @@ def test_honest_twins_pass_and_forgers_are_rejected_statically(task, tmp_path):
 
 
 def test_the_bar_fails_on_a_gained_milestone_an_unflagged_lie_or_a_forged_time_shown():
-    honest = {"task": "t", "how": "honest", "factor": None, "reward": 2, "status": "ok", "findings": [],
-              "time_ms": 1.0, "reported_ms": 1.0}
-    fine = {**honest, "how": "native", "factor": 0.8, "status": "ok", "findings": ["timing-forged"], "time_ms": 1.0,
-            "reported_ms": 0.8}
+    honest = {
+        "task": "t",
+        "how": "honest",
+        "factor": None,
+        "reward": 2,
+        "status": "ok",
+        "findings": [],
+        "time_ms": 1.0,
+        "reported_ms": 1.0,
+    }
+    fine = {
+        **honest,
+        "how": "native",
+        "factor": 0.8,
+        "status": "ok",
+        "findings": ["timing-forged"],
+        "time_ms": 1.0,
+        "reported_ms": 0.8,
+    }
     assert fr.judge_rows([honest, fine]) == []
     gained = {**fine, "reward": 3}
     unflagged = {**fine, "findings": []}
@@ -73,5 +88,7 @@ def test_a_built_native_forger_is_rejected_by_the_symbol_check_alone(tmp_path, c
     assert r.status is Status.REJECTED and r.reward == -1, (r.status, r.message, r.log[-800:])
     assert any(f.rule == "built-symbol" and "PyRun_SimpleString" in f.message for f in r.findings), r.findings
     # the runtime lane's switch lets it build (what the GPU runner needs to show the clock alone)
-    r2 = evaluate_workspace(ws, phase="compile", config=EvalConfig(device="cpu", reuse_results=False, static_gate=False))
+    r2 = evaluate_workspace(
+        ws, phase="compile", config=EvalConfig(device="cpu", reuse_results=False, static_gate=False)
+    )
     assert r2.status is not Status.REJECTED, (r2.status, r2.message, r2.log[-800:])

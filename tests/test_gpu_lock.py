@@ -19,11 +19,13 @@ from cuda_agent.eval.judge.result import EvalResult, Status, TimingStats
 from cuda_agent.eval.timing import gpu_lock
 from cuda_agent.eval.timing.timed import flag_unstable
 
-HOLD = ("import sys,time\n"
-        "from cuda_agent.eval.timing import gpu_lock\n"
-        "with gpu_lock.exclusive(sys.argv[1]) as h:\n"
-        "    print('held', h.exclusive, flush=True)\n"
-        "    time.sleep(60)\n")
+HOLD = (
+    "import sys,time\n"
+    "from cuda_agent.eval.timing import gpu_lock\n"
+    "with gpu_lock.exclusive(sys.argv[1]) as h:\n"
+    "    print('held', h.exclusive, flush=True)\n"
+    "    time.sleep(60)\n"
+)
 
 
 @pytest.fixture
@@ -135,17 +137,23 @@ def test_baselines_are_precomputed_into_the_evaluators_cache(tmp_path, cache_env
 
 # issue 16: evaluations share a GPU for their untimed work; a timing runs alone
 
-MODE = ("import sys,time\n"
-        "from cuda_agent.eval.timing import gpu_lock\n"
-        "ctx = gpu_lock.exclusive if sys.argv[2] == 'exclusive' else gpu_lock.untimed\n"
-        "with ctx(sys.argv[1], float(sys.argv[4])) as h:\n"
-        "    print('held', h.exclusive, flush=True)\n"
-        "    time.sleep(float(sys.argv[3]))\n")
+MODE = (
+    "import sys,time\n"
+    "from cuda_agent.eval.timing import gpu_lock\n"
+    "ctx = gpu_lock.exclusive if sys.argv[2] == 'exclusive' else gpu_lock.untimed\n"
+    "with ctx(sys.argv[1], float(sys.argv[4])) as h:\n"
+    "    print('held', h.exclusive, flush=True)\n"
+    "    time.sleep(float(sys.argv[3]))\n"
+)
 
 
 def _taker(key: str, mode: str, hold_s: float = 60, wait_s: float = 600) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", MODE, key, mode, str(hold_s), str(wait_s)], stdout=subprocess.PIPE,
-                            text=True, env=os.environ.copy())
+    return subprocess.Popen(
+        [sys.executable, "-c", MODE, key, mode, str(hold_s), str(wait_s)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
 
 
 def _held(p: subprocess.Popen[str]) -> bool:
@@ -235,8 +243,9 @@ def test_the_time_an_evaluation_holds_the_gpu_alone_is_recorded(tmp_path, cache_
 
 
 @pytest.mark.slow
-def test_torch_compiles_build_of_a_baseline_happens_before_the_gpu_is_held_alone(tmp_path, cache_env, locks,
-                                                                                   monkeypatch):
+def test_torch_compiles_build_of_a_baseline_happens_before_the_gpu_is_held_alone(
+    tmp_path, cache_env, locks, monkeypatch
+):
     """A baseline-cache miss compiles the reference (CPU-bound, seconds) outside the timed section,
     where evaluations sharing the GPU would otherwise wait for it; its timing stays inside."""
     import contextlib
@@ -339,14 +348,16 @@ def test_an_evaluation_lets_the_gpu_go_between_its_childrens_requests(tmp_path, 
         assert e.exclusive  # nothing left held
 
 
-ECHO = ("import argparse, json, os\n"
-        "ap = argparse.ArgumentParser()\n"
-        "ap.add_argument('--role'); ap.add_argument('--fd-in', type=int); ap.add_argument('--fd-out', type=int)\n"
-        "a, _ = ap.parse_known_args()\n"
-        "with os.fdopen(a.fd_in) as fin, os.fdopen(a.fd_out, 'w') as fout:\n"
-        "    for line in fin:\n"
-        "        fout.write(json.dumps({'ok': True, 'echo': json.loads(line)['cmd']}) + '\\n')\n"
-        "        fout.flush()\n")
+ECHO = (
+    "import argparse, json, os\n"
+    "ap = argparse.ArgumentParser()\n"
+    "ap.add_argument('--role'); ap.add_argument('--fd-in', type=int); ap.add_argument('--fd-out', type=int)\n"
+    "a, _ = ap.parse_known_args()\n"
+    "with os.fdopen(a.fd_in) as fin, os.fdopen(a.fd_out, 'w') as fout:\n"
+    "    for line in fin:\n"
+    "        fout.write(json.dumps({'ok': True, 'echo': json.loads(line)['cmd']}) + '\\n')\n"
+    "        fout.flush()\n"
+)
 
 
 class _Depth:
@@ -366,8 +377,13 @@ def test_a_child_books_each_request_to_the_share_it_was_sent_under(tmp_path):
     from cuda_agent.eval.channel.processes import Child
 
     (tmp_path / "echo_child.py").write_text(ECHO)
-    child = Child("reference", cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)}, log_path=tmp_path / "log",
-                  module="echo_child")
+    child = Child(
+        "reference",
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        log_path=tmp_path / "log",
+        module="echo_child",
+    )
     try:
         child.send({"cmd": "early"})  # before the evaluation attached its share
         share = _Depth()

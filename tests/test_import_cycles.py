@@ -150,4 +150,7 @@ def test_the_finder_sees_lazy_relative_and_package_imports(tmp_path):
     assert graph["cuda_agent.sub.c"] == {"cuda_agent.sub.a", "cuda_agent.sub"}
     assert graph["cuda_agent.lone"] == {"cuda_agent.sub"}
     assert circles(graph) == [frozenset({"cuda_agent.sub.a", "cuda_agent.sub.b", "cuda_agent.sub.c"})]
-    assert path_in(circles(graph)[0], graph) == "cuda_agent.sub.a -> cuda_agent.sub.b -> cuda_agent.sub.c -> cuda_agent.sub.a"
+    assert (
+        path_in(circles(graph)[0], graph)
+        == "cuda_agent.sub.a -> cuda_agent.sub.b -> cuda_agent.sub.c -> cuda_agent.sub.a"
+    )

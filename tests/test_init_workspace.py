@@ -42,7 +42,9 @@ def test_solution_replaces_agent_files_as_a_unit_and_keeps_the_old_ones(tmp_path
     (w / "kernels" / "old.cu").write_text("// old kernel\n")
     assert _init("-o", str(w), "--force", "--solution", str(EX / "solution")) == 0
     out = capsys.readouterr().out
-    assert sorted(p.name for p in (w / "kernels").iterdir()) == sorted(p.name for p in (EX / "solution" / "kernels").iterdir())
+    assert sorted(p.name for p in (w / "kernels").iterdir()) == sorted(
+        p.name for p in (EX / "solution" / "kernels").iterdir()
+    )
     assert read_agent_sources(w)["model_new.py"] == (EX / "solution" / "model_new.py").read_text()
     kept = [p for p in (w / META).parent.iterdir() if p.name.startswith("replaced-")]
     assert len(kept) == 1 and str(kept[0]) in out
@@ -86,10 +88,13 @@ def test_an_existing_empty_directory_becomes_the_workspace(tmp_path, cache_env):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".empty.init-")]
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["init", str(EX), "-o", "/tmp/never"], "is a directory; give the task file (did you mean"),
-    (["init", TASK, "-o", "/tmp/never", "--reset", "--solution", str(EX / "solution")], "give one"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["init", str(EX), "-o", "/tmp/never"], "is a directory; give the task file (did you mean"),
+        (["init", TASK, "-o", "/tmp/never", "--reset", "--solution", str(EX / "solution")], "give one"),
+    ],
+)
 def test_init_bad_input_says_what_is_wrong(argv, needle, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err

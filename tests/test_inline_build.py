@@ -30,21 +30,31 @@ def test_static_arguments_are_read_from_the_syntax_tree():
         b = cpp.load_inline("mod_b", ["int g();"], functions=["g"], extra_cflags=[f"-O2"])
     ''')
     a, b = inline_build.find_calls(text)
-    assert a.name == "mod_a" and a.cuda_sources == ('#include <cstdint>\n__global__ void k() {}',)
+    assert a.name == "mod_a" and a.cuda_sources == ("#include <cstdint>\n__global__ void k() {}",)
     assert a.functions == (("f", "doc"),) and a.extra_cuda_cflags == ("-O3", "--use_fast_math")
     assert b.name == "mod_b" and b.cpp_sources == ("int g();",) and b.extra_cflags == ("-O2",)
     src = inline_build.sources(a)
-    assert src["main.cpp"].startswith("#include <torch/extension.h>") and 'm.def("f", torch::wrap_pybind_function(f), "doc")' in src["main.cpp"]
-    assert src["cuda.cu"].splitlines()[:3] == ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
+    assert (
+        src["main.cpp"].startswith("#include <torch/extension.h>")
+        and 'm.def("f", torch::wrap_pybind_function(f), "doc")' in src["main.cpp"]
+    )
+    assert src["cuda.cu"].splitlines()[:3] == [
+        "#include <torch/types.h>",
+        "#include <cuda.h>",
+        "#include <cuda_runtime.h>",
+    ]
 
 
-@pytest.mark.parametrize("call", [
-    'load_inline(name=NAME, cpp_sources="x")\nNAME = "a"\nNAME = "b"',  # bound twice: not static
-    'load_inline(name="m", cpp_sources=make_source())',
-    'load_inline(name="m", cpp_sources="x", **opts)',
-    'load_inline(name="m", cpp_sources="x", is_python_module=False)',
-    'load_inline(name="m", cpp_sources="x", sycl_sources=["y"])',
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        'load_inline(name=NAME, cpp_sources="x")\nNAME = "a"\nNAME = "b"',  # bound twice: not static
+        'load_inline(name="m", cpp_sources=make_source())',
+        'load_inline(name="m", cpp_sources="x", **opts)',
+        'load_inline(name="m", cpp_sources="x", is_python_module=False)',
+        'load_inline(name="m", cpp_sources="x", sycl_sources=["y"])',
+    ],
+)
 def test_dynamic_arguments_leave_the_build_to_the_child(call):
     assert inline_build.find_calls("from torch.utils.cpp_extension import load_inline\n" + call + "\n") is None
 
@@ -54,8 +64,11 @@ def test_a_single_file_solution_is_built_once_in_the_parent(tmp_path, cache_env)
     task = Task.from_file(LANE / "task.py")
     sol = tmp_path / "solution.py"
     # a source no other test built (build objects are shared across the test session)
-    sol.write_text((LANE / "solution_inline.py").read_text().replace("#include <torch/extension.h>\n",
-                                                                       f"#include <torch/extension.h>\n// {uuid.uuid4().hex}\n"))
+    sol.write_text(
+        (LANE / "solution_inline.py")
+        .read_text()
+        .replace("#include <torch/extension.h>\n", f"#include <torch/extension.h>\n// {uuid.uuid4().hex}\n")
+    )
     first = evaluate_single_file(task, sol, config=cpu_cfg(), phase="verify")
     assert first.status is Status.OK and first.correct, (first.message, first.log[-2000:])
     assert first.defences["inline_build"] == "in the evaluator: cpu_lane_inline" and first.cache["build"] is False

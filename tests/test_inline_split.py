@@ -36,7 +36,9 @@ def test_the_bundled_single_file_solution_splits_into_kernels_and_a_torch_host_u
     assert "torch" not in s.device and "c10" not in s.device and "__global__ void row_scale_vec4" in s.device
     # the device unit defines a typed launcher per kernel; the host unit declares and calls it
     assert "void __ca_launch_row_scale_vec4(dim3 __ca_grid" in s.device
-    assert "row_scale_vec4<<<__ca_grid, __ca_block, __ca_smem, __ca_stream>>>(a, b, out, n_vec, vec_per_row)" in s.device
+    assert (
+        "row_scale_vec4<<<__ca_grid, __ca_block, __ca_smem, __ca_stream>>>(a, b, out, n_vec, vec_per_row)" in s.device
+    )
     assert "__global__" not in s.host and "<<<" not in s.host
     assert "__ca_launch_row_scale_vec4((int)blocks, threads, 0, stream, a.data_ptr<float>()" in s.host
     assert "torch/extension.h" not in s.host and "torch::Tensor diag_scale_rows" in s.host
@@ -68,26 +70,46 @@ void run(torch::Tensor t, cudaStream_t st) {
     assert isinstance(u, sp.Split) and "using namespace torch;" in u.host and "using namespace torch;" not in u.device
 
 
-@pytest.mark.parametrize("src,why", [
-    ("template <typename T> __global__ void k(T* x) {}\nvoid f(torch::Tensor t) { k<float><<<1, 1>>>(t.data_ptr<float>()); }",
-     "kernel template"),
-    ("namespace { __global__ void k(float* x) {} }\nvoid f(torch::Tensor t) { k<<<1, 1>>>(t.data_ptr<float>()); }",
-     "namespace"),
-    ("#ifdef FAST\n#define W 4\n#endif\n__global__ void k(float* x) {}\nvoid f(torch::Tensor t) { k<<<1, 1>>>(t.data_ptr<float>()); }",
-     "conditional compilation"),
-    ("#define LAUNCH(x) k<<<1, 1>>>(x)\n__global__ void k(float* x) {}\nvoid f(torch::Tensor t) { LAUNCH(t.data_ptr<float>()); }",
-     "macro that launches"),
-    ("__global__ void k(float* x, int n = 3) {}\nvoid f(torch::Tensor t) { k<<<1, 1>>>(t.data_ptr<float>()); }",
-     "cannot read"),
-    ("__device__ float g(at::Half h) { return 0; }\n__global__ void k(float* x) {}\nvoid f(torch::Tensor t) { k<<<1, 1>>>(t.data_ptr<float>()); }",
-     "torch names in device code"),
-    ("__global__ void k(float* x) {}\nvoid f(torch::Tensor t) {\n#ifdef __CUDACC__\n k<<<1, 1>>>(t.data_ptr<float>());\n#endif\n}",
-     "__CUDACC__"),
-    ("void f(torch::Tensor t) { other<<<1, 1>>>(t.data_ptr<float>()); }", "not a kernel defined"),
-    ("__global__ void c(float* x) {}\n__global__ void p(float* x) { c<<<1, 1>>>(x); }\n"
-     "void f(torch::Tensor t) { p<<<1, 1>>>(t.data_ptr<float>()); }", "a launch from device code"),
-    ("__global__ void k(float* x) {}\nPYBIND11_MODULE(m, m2) {}", "Python module"),
-])
+@pytest.mark.parametrize(
+    "src,why",
+    [
+        (
+            "template <typename T> __global__ void k(T* x) {}\nvoid f(torch::Tensor t) { k<float><<<1, 1>>>(t.data_ptr<float>()); }",
+            "kernel template",
+        ),
+        (
+            "namespace { __global__ void k(float* x) {} }\nvoid f(torch::Tensor t) { k<<<1, 1>>>(t.data_ptr<float>()); }",
+            "namespace",
+        ),
+        (
+            "#ifdef FAST\n#define W 4\n#endif\n__global__ void k(float* x) {}\nvoid f(torch::Tensor t) { k<<<1, 1>>>(t.data_ptr<float>()); }",
+            "conditional compilation",
+        ),
+        (
+            "#define LAUNCH(x) k<<<1, 1>>>(x)\n__global__ void k(float* x) {}\nvoid f(torch::Tensor t) { LAUNCH(t.data_ptr<float>()); }",
+            "macro that launches",
+        ),
+        (
+            "__global__ void k(float* x, int n = 3) {}\nvoid f(torch::Tensor t) { k<<<1, 1>>>(t.data_ptr<float>()); }",
+            "cannot read",
+        ),
+        (
+            "__device__ float g(at::Half h) { return 0; }\n__global__ void k(float* x) {}\nvoid f(torch::Tensor t) { k<<<1, 1>>>(t.data_ptr<float>()); }",
+            "torch names in device code",
+        ),
+        (
+            "__global__ void k(float* x) {}\nvoid f(torch::Tensor t) {\n#ifdef __CUDACC__\n k<<<1, 1>>>(t.data_ptr<float>());\n#endif\n}",
+            "__CUDACC__",
+        ),
+        ("void f(torch::Tensor t) { other<<<1, 1>>>(t.data_ptr<float>()); }", "not a kernel defined"),
+        (
+            "__global__ void c(float* x) {}\n__global__ void p(float* x) { c<<<1, 1>>>(x); }\n"
+            "void f(torch::Tensor t) { p<<<1, 1>>>(t.data_ptr<float>()); }",
+            "a launch from device code",
+        ),
+        ("__global__ void k(float* x) {}\nPYBIND11_MODULE(m, m2) {}", "Python module"),
+    ],
+)
 def test_what_it_cannot_read_is_built_as_one_unit(src, why):
     r = sp.split(src)
     assert isinstance(r, str) and why in r, r
@@ -109,11 +131,14 @@ def test_extra_cuda_flags_that_may_change_host_code_keep_one_unit():
     assert inline_build.split_reason(call) is None
     assert inline_build.split_reason(dataclasses.replace(call, extra_cuda_cflags=("-O3", "--use_fast_math"))) is None
     assert "-DFOO=1" in inline_build.split_reason(dataclasses.replace(call, extra_cuda_cflags=("-DFOO=1",)))
-    assert "-Xcompiler" in inline_build.split_reason(dataclasses.replace(call, extra_cuda_cflags=("-Xcompiler", "-fopenmp")))
+    assert "-Xcompiler" in inline_build.split_reason(
+        dataclasses.replace(call, extra_cuda_cflags=("-Xcompiler", "-fopenmp"))
+    )
 
 
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
-                                reason="nvcc not installed")
+needs_nvcc = pytest.mark.skipif(
+    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="nvcc not installed"
+)
 
 
 @pytest.mark.slow
@@ -129,12 +154,18 @@ def test_an_edit_of_the_cuda_text_rebuilds_only_the_host_unit(tmp_path):
     assert sorted(cold.rebuilt) == sorted(f"{call.name}:{u}" for u in ("main.cpp", "device.cu", "host.cpp"))
     # one precompiled header kept (with ATen/cuda/CUDAContext.h where the CUDA libraries' headers exist)
     assert len(list((tmp_path / "pch").glob("*/ca_pch.h.gch"))) == 1
-    edited = dataclasses.replace(call, cuda_sources=tuple(s.replace("const int threads = 256;", "const int threads = 128;")
-                                                          for s in call.cuda_sources))
+    edited = dataclasses.replace(
+        call,
+        cuda_sources=tuple(
+            s.replace("const int threads = 256;", "const int threads = 128;") for s in call.cuda_sources
+        ),
+    )
     edit = inline_build.build_call(edited, tmp_path, arch="9.0", timeout=600)
     assert edit.ok and edit.rebuilt == [f"{call.name}:host.cpp"], (edit.rebuilt, edit.note)
     assert edit.so_path != cold.so_path
-    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(edit.so_path)], capture_output=True, text=True).stdout
+    undefined = subprocess.run(
+        ["nm", "-D", "--undefined-only", str(edit.so_path)], capture_output=True, text=True
+    ).stdout
     defined = subprocess.run(["nm", "-D", "--defined-only", str(edit.so_path)], capture_output=True, text=True).stdout
     assert "__ca_launch" not in undefined and "__ca_launch_row_scale_vec4" in defined
 
@@ -155,8 +186,12 @@ torch::Tensor f(torch::Tensor t) {
   return t;
 }
 """
-    call = inline_build.InlineCall(name=f"fb_{uuid.uuid4().hex[:8]}", cpp_sources=("torch::Tensor f(torch::Tensor t);",),
-                                   cuda_sources=(src,), functions=(("f", ""),))
+    call = inline_build.InlineCall(
+        name=f"fb_{uuid.uuid4().hex[:8]}",
+        cpp_sources=("torch::Tensor f(torch::Tensor t);",),
+        cuda_sources=(src,),
+        functions=(("f", ""),),
+    )
     assert isinstance(sp.split(src), sp.Split)  # it looks splittable, but the host unit needs `scale`
     b = inline_build.build_call(call, tmp_path, arch="9.0", timeout=900)
     assert b.ok, b.log[-2000:]
@@ -164,9 +199,14 @@ torch::Tensor f(torch::Tensor t) {
     assert f"{call.name}:cuda.cu" in b.rebuilt
 
 
-@pytest.mark.parametrize("decl", ["__global__ __launch_bounds__(256) void k(float* x)",
-                                  "__global__ void __launch_bounds__(256, 2) k(float* x)",
-                                  "static __global__ void k(float* x)"])
+@pytest.mark.parametrize(
+    "decl",
+    [
+        "__global__ __launch_bounds__(256) void k(float* x)",
+        "__global__ void __launch_bounds__(256, 2) k(float* x)",
+        "static __global__ void k(float* x)",
+    ],
+)
 def test_launch_bounds_and_static_kernels_split(decl):
     s = sp.split(decl + " { x[0] = 1; }\nvoid f(torch::Tensor t) { k<<<1, 1>>>(t.data_ptr<float>()); }")
     assert isinstance(s, sp.Split) and s.kernels == ("k",), s

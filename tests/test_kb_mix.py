@@ -69,8 +69,10 @@ def test_candidate_is_a_solution_that_passes_the_static_checks(cand):
     assert (d / "model_new.py").is_file()
     cus, bindings = sorted((d / "kernels").glob("*.cu")), sorted((d / "kernels").glob("*_binding.cpp"))
     assert cus and bindings, d
-    sources = {"model_new.py": (d / "model_new.py").read_text(),
-               **{f"kernels/{p.name}": p.read_text() for p in (d / "kernels").iterdir()}}
+    sources = {
+        "model_new.py": (d / "model_new.py").read_text(),
+        **{f"kernels/{p.name}": p.read_text() for p in (d / "kernels").iterdir()},
+    }
     found = static_findings(sources, "fp32")
     assert found == [], [f"{f.rule} {f.file}:{f.line} {f.message}" for f in found]
 
@@ -80,7 +82,12 @@ def _code(path: Path) -> str:
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        ):
             node.body = body[1:] or [ast.Pass()]
     return ast.dump(tree)
 
@@ -96,7 +103,13 @@ def test_broken_candidate_differs_from_the_honest_one_in_a_kernel_only(task):
 
 
 def _git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
@@ -112,7 +125,14 @@ def test_carry_copies_the_pinned_files_out_of_a_git_repository(tmp_path):
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "tasks")
     commit = _git(repo, "rev-parse", "HEAD")
-    carry = [sys.executable, str(ROOT / "benchmarks" / "kb_mix_carry.py"), "--repo", str(repo / ".git"), "--commit", commit]
+    carry = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "kb_mix_carry.py"),
+        "--repo",
+        str(repo / ".git"),
+        "--commit",
+        commit,
+    ]
     p = subprocess.run([*carry, "--dest", str(tmp_path / "dest")], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     for t in MIX["tasks"]:
@@ -123,7 +143,9 @@ def test_carry_copies_the_pinned_files_out_of_a_git_repository(tmp_path):
     first = MIX["tasks"][0]
     _git(repo, "rm", "-q", f"KernelBench/level{first['level']}/{first['file']}")
     _git(repo, "commit", "-q", "-m", "drop one")
-    p = subprocess.run([*carry[:-1], _git(repo, "rev-parse", "HEAD"), "--dest", str(tmp_path / "dest")], capture_output=True, text=True)
+    p = subprocess.run(
+        [*carry[:-1], _git(repo, "rev-parse", "HEAD"), "--dest", str(tmp_path / "dest")], capture_output=True, text=True
+    )
     assert p.returncode == 1 and first["file"] in p.stderr
     assert (tmp_path / "dest" / "SOURCE.json").is_file() and not (tmp_path / "dest.tmp").exists()
 
@@ -136,7 +158,9 @@ def task_file(kb: Path, level: int, problem: int) -> Path:
     raise FileNotFoundError(f"level{level}/{problem}_*.py under {kb}")
 
 
-needs_kb = pytest.mark.skipif(not KB, reason="set CUDA_AGENT_KERNELBENCH to a KernelBench checkout (benchmarks/kb_mix_carry.py)")
+needs_kb = pytest.mark.skipif(
+    not KB, reason="set CUDA_AGENT_KERNELBENCH to a KernelBench checkout (benchmarks/kb_mix_carry.py)"
+)
 
 
 @needs_kb

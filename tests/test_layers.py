@@ -12,8 +12,19 @@ import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "cuda_agent"
-LAYER = {"task": 0, "sandbox": 0, "eval": 1, "llm": 1, "env": 2, "pool": 2, "agent": 3, "synth": 3,
-         "bench": 4, "rl": 4, "cli": 5}
+LAYER = {
+    "task": 0,
+    "sandbox": 0,
+    "eval": 1,
+    "llm": 1,
+    "env": 2,
+    "pool": 2,
+    "agent": 3,
+    "synth": 3,
+    "bench": 4,
+    "rl": 4,
+    "cli": 5,
+}
 CHILD_ROOT = "cuda_agent.eval.child.main"
 
 
@@ -76,5 +87,7 @@ def test_evaluation_child_imports_only_stdlib_numpy_torch():
             elif top not in sys.stdlib_module_names and top not in allowed_third_party and top != "__future__":
                 bad.append(f"{path.relative_to(SRC)} imports {name}")
     assert "cuda_agent.eval.timing.events" in seen and "cuda_agent.eval.channel.tensorfile" in seen
-    assert not any(m.startswith(("cuda_agent.task", "cuda_agent.agent", "cuda_agent.llm", "cuda_agent.cli")) for m in seen), seen
+    assert not any(
+        m.startswith(("cuda_agent.task", "cuda_agent.agent", "cuda_agent.llm", "cuda_agent.cli")) for m in seen
+    ), seen
     assert not bad, "\n".join(bad)

@@ -46,6 +46,10 @@ def test_bad_input_exits_2(tmp_path, capsys):
     bad.write_text("x = 1\n")
     assert main(["lint-task", str(bad), "--device", "cpu"]) == 2
     raising = tmp_path / "raising.py"
-    raising.write_text((FIXTURES / "cpu_lane" / "task.py").read_text().replace("return torch.relu(x) * 2.0", "raise RuntimeError('boom')"))
+    raising.write_text(
+        (FIXTURES / "cpu_lane" / "task.py")
+        .read_text()
+        .replace("return torch.relu(x) * 2.0", "raise RuntimeError('boom')")
+    )
     assert main(["lint-task", str(raising), "--device", "cpu"]) == 2
     assert "boom" in capsys.readouterr().err

@@ -11,8 +11,16 @@ from fake_openai_server import call, error, reply, serving, text_call
 from cuda_agent.llm.client import ChatClient, ClientConfig, LLMError
 from cuda_agent.llm.textcalls import parse_text_calls, strip_text_calls, to_text_messages
 
-TOOLS = [{"type": "function", "function": {"name": "read", "description": "read a file",
-                                           "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read",
+            "description": "read a file",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+]
 MSGS = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
 
 
@@ -22,7 +30,15 @@ def client(url: str, **kw) -> ChatClient:
 
 
 def test_native_tool_call_and_usage():
-    with serving([reply("thinking", [call("read", {"path": "model.py"})], usage={"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16})]) as srv:
+    with serving(
+        [
+            reply(
+                "thinking",
+                [call("read", {"path": "model.py"})],
+                usage={"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16},
+            )
+        ]
+    ) as srv:
         c = client(srv.base_url).complete(MSGS, TOOLS)
     assert [t.name for t in c.tool_calls] == ["read"] and c.tool_calls[0].arguments == '{"path": "model.py"}'
     assert c.usage == {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}
@@ -34,7 +50,9 @@ def test_text_calls_switch_auto_mode_to_text():
         cl = client(srv.base_url)
         c = cl.complete(MSGS, TOOLS)
         assert c.via_text and c.tool_calls[0].name == "read" and cl.mode == "text"
-        cl.complete(MSGS + [c.to_message(), {"role": "tool", "tool_call_id": c.tool_calls[0].id, "content": "x = 1"}], TOOLS)
+        cl.complete(
+            MSGS + [c.to_message(), {"role": "tool", "tool_call_id": c.tool_calls[0].id, "content": "x = 1"}], TOOLS
+        )
     second = srv.requests[1]
     assert "tools" not in second
     assert "<tool_call>" in second["messages"][0]["content"]  # tools described in the system prompt
@@ -87,9 +105,11 @@ def test_unreachable_endpoint():
 
 
 def test_parse_text_calls_variants():
-    calls = parse_text_calls('a <tool_call>{"name": "read", "arguments": "{\\"path\\": \\"x\\"}"}</tool_call>'
-                             '<tool_call>{not json}</tool_call><tool_call>{"arguments": {}}</tool_call>'
-                             '<tool_call>{"name": "glob", "arguments": {"pattern": "*"}}')  # last one unclosed
+    calls = parse_text_calls(
+        'a <tool_call>{"name": "read", "arguments": "{\\"path\\": \\"x\\"}"}</tool_call>'
+        '<tool_call>{not json}</tool_call><tool_call>{"arguments": {}}</tool_call>'
+        '<tool_call>{"name": "glob", "arguments": {"pattern": "*"}}'
+    )  # last one unclosed
     assert [c.name for c in calls] == ["read", "", "", "glob"]
     assert calls[0].arguments == '{"path": "x"}' and calls[0].error is None
     assert "not valid JSON" in calls[1].error and "name" in calls[2].error
@@ -98,19 +118,35 @@ def test_parse_text_calls_variants():
 
 
 def test_to_text_messages_renders_native_history():
-    msgs = MSGS + [{"role": "assistant", "content": "", "tool_calls": [call("read", {"path": "a"})]},
-                   {"role": "tool", "tool_call_id": "x", "content": "A"}, {"role": "tool", "tool_call_id": "y", "content": "B"}]
+    msgs = MSGS + [
+        {"role": "assistant", "content": "", "tool_calls": [call("read", {"path": "a"})]},
+        {"role": "tool", "tool_call_id": "x", "content": "A"},
+        {"role": "tool", "tool_call_id": "y", "content": "B"},
+    ]
     out = to_text_messages(msgs, TOOLS)
     assert out[2]["content"].startswith("<tool_call>") and '"path": "a"' in out[2]["content"]
     assert out[3]["role"] == "user" and out[3]["content"].count("<tool_response>") == 2 and len(out) == 4
 
 
 # A schema set as large as the agent's own (about 4.9k characters), so the tools probe can tell.
-BIG_TOOLS = [{"type": "function", "function": {
-    "name": f"tool_{i}", "description": f"tool number {i}: " + "does one careful thing with the workspace. " * 6,
-    "parameters": {"type": "object", "properties": {"path": {"type": "string", "description": "a relative path"},
-                                                   "text": {"type": "string", "description": "what to write"}},
-                   "required": ["path"]}}} for i in range(8)]
+BIG_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": f"tool_{i}",
+            "description": f"tool number {i}: " + "does one careful thing with the workspace. " * 6,
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "a relative path"},
+                    "text": {"type": "string", "description": "what to write"},
+                },
+                "required": ["path"],
+            },
+        },
+    }
+    for i in range(8)
+]
 
 
 def test_auto_probe_finds_a_server_that_drops_the_tools_and_switches_to_text():
@@ -137,8 +173,13 @@ def test_auto_probe_sees_the_tools_used_and_stays_native():
     assert srv.requests[0]["tools"] == BIG_TOOLS and srv.requests[0]["tool_choice"] == "auto"
 
 
-@pytest.mark.parametrize("probe,verdict", [(reply("OK", no_usage=True), "inconclusive: the server reports no token usage"),
-                                           (error(400, "max_tokens must be at least 16"), "inconclusive")])
+@pytest.mark.parametrize(
+    "probe,verdict",
+    [
+        (reply("OK", no_usage=True), "inconclusive: the server reports no token usage"),
+        (error(400, "max_tokens must be at least 16"), "inconclusive"),
+    ],
+)
 def test_an_inconclusive_probe_keeps_native_mode(probe, verdict):
     with serving([reply("ok")], probe=probe) as srv:
         cl = client(srv.base_url)

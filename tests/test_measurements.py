@@ -43,8 +43,21 @@ def test_manifest_is_well_formed():
     for f in (runner.ARCHIVE, runner.TABLE, runner.SUMMARY):
         assert SAFE.match(f)
     # the issue's list, and the issue-28 measurements the old X modes made
-    for name in ("redteam", "faults", "examples", "turnaround", "concurrency", "single-file", "throughput",
-                 "defences-cost", "synthesis", "rl-step", "clock-leak", "forgery", "clock-cold-ab"):
+    for name in (
+        "redteam",
+        "faults",
+        "examples",
+        "turnaround",
+        "concurrency",
+        "single-file",
+        "throughput",
+        "defences-cost",
+        "synthesis",
+        "rl-step",
+        "clock-leak",
+        "forgery",
+        "clock-cold-ab",
+    ):
         assert name in manifest.BY_NAME, name
 
 
@@ -85,13 +98,22 @@ def _members(archive: Path) -> dict[str, bytes]:
 
 def test_runner_archives_files_figures_and_a_timeout(monkeypatch, tmp_path):
     monkeypatch.setattr(runner, "KILL_GRACE_S", 0.5)
-    write = ("import json, os; open(os.path.join(os.environ['OUT'], 'figures.json'), 'w').write(json.dumps({'x': 1}));"
-             "print('W0101 noise'); print('figure: 42 per hour'); print(json.dumps({'row': 1}))")
+    write = (
+        "import json, os; open(os.path.join(os.environ['OUT'], 'figures.json'), 'w').write(json.dumps({'x': 1}));"
+        "print('W0101 noise'); print('figure: 42 per hour'); print(json.dumps({'row': 1}))"
+    )
     # ignores SIGTERM and leaves a grandchild: the runner kills the whole group at the limit
-    hang = ("import signal, subprocess, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
-            "p = subprocess.Popen(['sleep', '60']); print('grandchild', p.pid, flush=True); time.sleep(60)")
-    _fake(monkeypatch, "fake", Step("write", ("{py}", "-c", write), 30), Step("hang", ("{py}", "-c", hang), 2),
-          headline=r"^figure")
+    hang = (
+        "import signal, subprocess, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        "p = subprocess.Popen(['sleep', '60']); print('grandchild', p.pid, flush=True); time.sleep(60)"
+    )
+    _fake(
+        monkeypatch,
+        "fake",
+        Step("write", ("{py}", "-c", write), 30),
+        Step("hang", ("{py}", "-c", hang), 2),
+        headline=r"^figure",
+    )
     _fake(monkeypatch, "fake-fail", Step("fail", ("{py}", "-c", "import sys; print('bad'); sys.exit(3)"), 30))
     out, work = tmp_path / "out", tmp_path / "work"
     t0 = time.monotonic()
@@ -100,8 +122,16 @@ def test_runner_archives_files_figures_and_a_timeout(monkeypatch, tmp_path):
     assert time.monotonic() - t0 < 25, "the hung step was not killed at its limit"
     assert sorted(p.name for p in out.iterdir()) == sorted([runner.ARCHIVE, runner.TABLE, runner.SUMMARY])
     got = _members(out / runner.ARCHIVE)
-    assert {"env.json", "summary.json", "table.txt", "fake/write/figures.json", "fake/write/output.log",
-            "fake/write/result.json", "fake/hang/result.json", "fake-fail/fail/result.json"} <= set(got)
+    assert {
+        "env.json",
+        "summary.json",
+        "table.txt",
+        "fake/write/figures.json",
+        "fake/write/output.log",
+        "fake/write/result.json",
+        "fake/hang/result.json",
+        "fake-fail/fail/result.json",
+    } <= set(got)
     assert json.loads(got["fake/write/figures.json"]) == {"x": 1}
     write_res = json.loads(got["fake/write/result.json"])
     assert write_res["rc"] == 0 and not write_res["timed_out"]
@@ -134,11 +164,17 @@ def _alive(pid: int) -> bool:
 
 def test_missing_input_and_spent_limit(monkeypatch, tmp_path):
     _fake(monkeypatch, "needs-kb", Step("x", ("{py}", "-c", "print(1)"), 10))
-    monkeypatch.setitem(manifest.BY_NAME, "needs-kb", Measurement("needs-kb", "t", "33", "",
-                                                                  manifest.BY_NAME["needs-kb"].steps,
-                                                                  needs=("no-such-carried-dir",)))
-    _fake(monkeypatch, "slow", Step("a", ("{py}", "-c", "import time; time.sleep(30)"), 30),
-          Step("b", ("{py}", "-c", "print(2)"), 30))
+    monkeypatch.setitem(
+        manifest.BY_NAME,
+        "needs-kb",
+        Measurement("needs-kb", "t", "33", "", manifest.BY_NAME["needs-kb"].steps, needs=("no-such-carried-dir",)),
+    )
+    _fake(
+        monkeypatch,
+        "slow",
+        Step("a", ("{py}", "-c", "import time; time.sleep(30)"), 30),
+        Step("b", ("{py}", "-c", "print(2)"), 30),
+    )
     monkeypatch.setattr(runner, "KILL_GRACE_S", 0.5)
     rc = runner.run(["needs-kb", "slow"], tmp_path / "out", tmp_path / "work", limit_s=2, probe_env=False)
     assert rc == 1
@@ -151,8 +187,9 @@ def test_missing_input_and_spent_limit(monkeypatch, tmp_path):
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_list_and_dry_run_without_a_gpu():
@@ -172,7 +209,9 @@ def test_list_and_dry_run_without_a_gpu():
 def test_the_runner_imports_nothing_heavy():
     """--list and --dry-run start in well under a second: the runner and manifest import the standard
     library only (the programs they run import torch, in their own processes)."""
-    code = "import sys; import benchmarks.runner; print(sorted(m for m in sys.modules if m.split('.')[0] in " \
-           "('torch', 'numpy', 'cuda_agent')))"
+    code = (
+        "import sys; import benchmarks.runner; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('torch', 'numpy', 'cuda_agent')))"
+    )
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == "[]", p.stdout + p.stderr

@@ -50,10 +50,15 @@ def test_no_correct_tasks_and_empty_group():
 def test_overall_weights_levels_by_task_count_and_reproduces_the_paper():
     # per-level figures of the paper (CUDA Agent), levels of 100/100/50 tasks
     def level(name, n, n_ok, ge, gc):
-        return [ok(f"{name}-{i}", name, ge, gc) for i in range(n_ok)] + [bad(f"{name}-x{i}", name) for i in range(n - n_ok)]
+        return [ok(f"{name}-{i}", name, ge, gc) for i in range(n_ok)] + [
+            bad(f"{name}-x{i}", name) for i in range(n - n_ok)
+        ]
 
-    rows = summarize(level("level1", 100, 100, 2.48, 1.87) + level("level2", 100, 100, 3.27, 2.80)
-                     + level("level3", 50, 47, 1.80, 1.52))
+    rows = summarize(
+        level("level1", 100, 100, 2.48, 1.87)
+        + level("level2", 100, 100, 3.27, 2.80)
+        + level("level3", 50, 47, 1.80, 1.52)
+    )
     assert [r.group for r in rows] == ["level1", "level2", "level3", OVERALL]
     o = rows[-1]
     assert o.n_tasks == 250 and o.pass_rate == pytest.approx(0.988)
@@ -100,9 +105,16 @@ def test_geomean():
 def test_fast_p_curve_and_reward_counts():
     from cuda_agent.bench.metrics import fast_p, fast_p_points, reward_counts
 
-    rows = [Outcome("a", "g", True, 3.0, 2.0, 3), Outcome("b", "g", True, 0.5, 0.5, 1), Outcome("c", "g", False, reward=-1),
-            Outcome("d", "g", True, None, None, None), Outcome("e", "g", True, 2.0, 2.0, 2)]
-    assert fast_p(rows, 0.0) == 3 / 5 and fast_p(rows, 1.0) == 2 / 5 and fast_p(rows, 2.0) == 0.0  # strictly faster than p
+    rows = [
+        Outcome("a", "g", True, 3.0, 2.0, 3),
+        Outcome("b", "g", True, 0.5, 0.5, 1),
+        Outcome("c", "g", False, reward=-1),
+        Outcome("d", "g", True, None, None, None),
+        Outcome("e", "g", True, 2.0, 2.0, 2),
+    ]
+    assert (
+        fast_p(rows, 0.0) == 3 / 5 and fast_p(rows, 1.0) == 2 / 5 and fast_p(rows, 2.0) == 0.0
+    )  # strictly faster than p
     assert fast_p(rows, 1.0, "speedup_vs_eager") == 2 / 5 and fast_p([], 1.0) is None
     assert fast_p_points(rows) == [(0.0, 3 / 5), (0.5, 2 / 5), (2.0, 0.0)]  # the two 2.0x drop together
     assert reward_counts(rows) == {"3": 1, "2": 1, "1": 1, "-1": 1, "none": 1}

@@ -19,26 +19,35 @@ GOOD = (LANE / "model_new.py").read_text()
 KERNELS = {"kernels/k.cu": "__global__ void k() {}\n"}
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("", "is empty"),
-    ("   \n\n", "is empty"),
-    ("import torch\x00\x01\x02", "not UTF-8 text"),
-    ("bad \ufffd bytes", "not UTF-8 text"),
-    ("class ModelNew(:\n", "not valid Python (line 1"),
-    ("import torch\n", "defines no ModelNew"),
-    ((ROOT / "examples" / "diag_matmul" / "task.py").read_text(), "is a task file"),
-    ("import torch.nn as nn\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n", "without a forward"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("", "is empty"),
+        ("   \n\n", "is empty"),
+        ("import torch\x00\x01\x02", "not UTF-8 text"),
+        ("bad \ufffd bytes", "not UTF-8 text"),
+        ("class ModelNew(:\n", "not valid Python (line 1"),
+        ("import torch\n", "defines no ModelNew"),
+        ((ROOT / "examples" / "diag_matmul" / "task.py").read_text(), "is a task file"),
+        (
+            "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n",
+            "without a forward",
+        ),
+    ],
+)
 def test_what_is_not_a_solution_is_rejected(text, needle):
     found = form_findings({"model_new.py": text, **KERNELS}, single_file=False)
     assert [f.rule for f in found] == [RULE] and needle in found[0].message
 
 
-@pytest.mark.parametrize("text", [
-    GOOD,
-    "from kernels.impl import ModelNew\n",  # defined elsewhere, imported
-    "import torch.nn as nn\nclass Base(nn.Module):\n    def forward(self, x):\n        return x\nclass ModelNew(Base):\n    pass\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        GOOD,
+        "from kernels.impl import ModelNew\n",  # defined elsewhere, imported
+        "import torch.nn as nn\nclass Base(nn.Module):\n    def forward(self, x):\n        return x\nclass ModelNew(Base):\n    pass\n",
+    ],
+)
 def test_solutions_are_not_rejected_by_form(text):
     assert form_findings({"model_new.py": text, **KERNELS}, single_file=False) == []
 
@@ -46,8 +55,12 @@ def test_solutions_are_not_rejected_by_form(text):
 def test_workspace_form_needs_kernels_and_more_than_the_template():
     tpl = template_text("model_new.py")
     found = form_findings({"model_new.py": tpl}, single_file=False, template=tpl)
-    assert [(f.file, f.severity.value) for f in found] == [("kernels/", "reject")] and "nothing is written yet" in found[0].message
-    early = form_findings({"model_new.py": tpl, **KERNELS}, single_file=False, template=tpl)  # kernels first: still builds
+    assert [(f.file, f.severity.value) for f in found] == [
+        ("kernels/", "reject")
+    ] and "nothing is written yet" in found[0].message
+    early = form_findings(
+        {"model_new.py": tpl, **KERNELS}, single_file=False, template=tpl
+    )  # kernels first: still builds
     assert [(f.file, f.severity.value) for f in early] == [("model_new.py", "warn")]
     assert [f.file for f in form_findings({"model_new.py": GOOD}, single_file=False, template=tpl)] == ["kernels/"]
     assert form_findings({"model_new.py": GOOD}, single_file=True) == []  # a single file has no kernels/

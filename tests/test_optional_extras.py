@@ -14,15 +14,21 @@ VERL_FREE_RL = ("tokens", "rollout", "replay", "scoring", "gae", "prompts", "rft
 def verl_imports(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-            [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+        )
         found += [n for n in names if n.split(".")[0] == "verl"]
     return found
 
 
 def test_only_rl_imports_verl():
-    bad = [f"{p.relative_to(SRC)}: {verl_imports(p)}" for p in SRC.rglob("*.py")
-           if p.relative_to(SRC).parts[0] != "rl" and verl_imports(p)]
+    bad = [
+        f"{p.relative_to(SRC)}: {verl_imports(p)}"
+        for p in SRC.rglob("*.py")
+        if p.relative_to(SRC).parts[0] != "rl" and verl_imports(p)
+    ]
     assert not bad, bad
 
 

@@ -32,8 +32,16 @@ def make_ws(tmp_path: Path, behaviour: str = "good", name: str = "ws") -> Path:
 
 
 def cpu_cfg(**kw) -> EvalConfig:
-    base = dict(device="cpu", compile_baseline=False, n_timed=10, n_warmup=3, max_rounds=1,
-                load_timeout=60, correctness_timeout=20, timing_timeout=60)
+    base = dict(
+        device="cpu",
+        compile_baseline=False,
+        n_timed=10,
+        n_warmup=3,
+        max_rounds=1,
+        load_timeout=60,
+        correctness_timeout=20,
+        timing_timeout=60,
+    )
     base.update(kw)
     return EvalConfig(**base)
 
@@ -44,8 +52,18 @@ def test_good_candidate_is_correct_and_timed(tmp_path, cache_env):
     assert r.correct and r.reward in (1, 2, 3)
     assert len(r.checks) == 5 + EvalConfig().n_checked_timed + 1 and all(c.passed for c in r.checks)  # +1: shape probe
     assert r.checks[-1].label == "shape-probe" and r.defences["shape_probe"] == "passed"
-    assert {"verify.call", "verify.save", "compare.load", "compare.compare"} <= r.phases_s.keys()  # the children's split
-    assert {"timing.inputs", "timing.calls", "timing.guard", "timing.save"} <= r.phases_s.keys()  # the held-alone part's
+    assert {
+        "verify.call",
+        "verify.save",
+        "compare.load",
+        "compare.compare",
+    } <= r.phases_s.keys()  # the children's split
+    assert {
+        "timing.inputs",
+        "timing.calls",
+        "timing.guard",
+        "timing.save",
+    } <= r.phases_s.keys()  # the held-alone part's
     assert r.time_ms and r.time_ms > 0 and r.eager_ms and r.eager_ms > 0
     assert r.timing is not None and 10 <= r.timing.n <= 1000
     assert all(c.rel_l2_err is not None and c.rel_l2_err < 1e-6 for c in r.checks)
@@ -74,8 +92,9 @@ def test_hardcoded_shape_passes_the_task_inputs_but_fails_the_shape_probe(tmp_pa
     assert r.status is Status.INCORRECT and r.reward == -1, (r.status, r.message)
     assert "leading (batch) dimension is doubled" in r.message and r.defences["shape_probe"] == "failed"
     assert all(c.passed for c in r.checks if c.label != "shape-probe")  # right on every input set of the task
-    off = evaluate_workspace(make_ws(tmp_path, "fixed_shape", "off"), config=cpu_cfg(reuse_results=False, shape_probe=False),
-                             phase=phase)
+    off = evaluate_workspace(
+        make_ws(tmp_path, "fixed_shape", "off"), config=cpu_cfg(reuse_results=False, shape_probe=False), phase=phase
+    )
     assert off.status is Status.OK  # the probe is what catches it
 
 
@@ -109,8 +128,10 @@ def test_protected_file_tampering_is_rejected_and_pristine_used(tmp_path, cache_
     assert any(f.rule == "protected-file-modified" and f.file == "model.py" for f in r.findings)
 
 
-@pytest.mark.skipif(shutil.which("ninja") is None and not __import__("importlib").util.find_spec("ninja"),
-                    reason="load_inline needs ninja")
+@pytest.mark.skipif(
+    shutil.which("ninja") is None and not __import__("importlib").util.find_spec("ninja"),
+    reason="load_inline needs ninja",
+)
 def test_single_file_solution_builds_in_the_child_and_is_scored(tmp_path, cache_env):
     from cuda_agent.eval.api import evaluate_single_file
 
@@ -166,5 +187,7 @@ def test_shape_probe_is_skipped_with_a_note_when_the_doubled_output_cannot_be_wr
     r = evaluate_workspace(ws, config=cpu_cfg(sandbox_max_file_bytes=small, reuse_results=False), phase="verify")
     assert r.status is Status.OK and r.correct, (r.message, r.log[-800:])
     assert r.defences["shape_probe"].startswith("skipped: the doubled output"), r.defences
-    roomy = evaluate_workspace(ws, config=cpu_cfg(sandbox_max_file_bytes=256 << 20, reuse_results=False), phase="verify")
+    roomy = evaluate_workspace(
+        ws, config=cpu_cfg(sandbox_max_file_bytes=256 << 20, reuse_results=False), phase="verify"
+    )
     assert roomy.status is Status.OK and roomy.defences["shape_probe"] == "passed", roomy.defences

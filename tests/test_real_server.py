@@ -41,7 +41,9 @@ CTX = 8192
 
 
 def _installed() -> tuple[str, str] | None:
-    current = Path(os.environ.get("CUDA_AGENT_CI_CACHE", Path.home() / ".cache" / "cuda-agent-ci")) / "llama" / "current"
+    current = (
+        Path(os.environ.get("CUDA_AGENT_CI_CACHE", Path.home() / ".cache" / "cuda-agent-ci")) / "llama" / "current"
+    )
     py = os.environ.get("CUDA_AGENT_LLAMA_PYTHON") or str(current / "venv" / "bin" / "python")
     model = os.environ.get("CUDA_AGENT_LLAMA_MODEL") or str(current / "model.gguf")
     if not (Path(py).exists() and Path(model).is_file()):
@@ -53,8 +55,10 @@ def _installed() -> tuple[str, str] | None:
 
 INSTALLED = _installed()
 if INSTALLED is None:
-    pytest.skip("llama-cpp-python's server and the SmolLM2 model are not installed (scripts/llama-server-setup.sh)",
-                allow_module_level=True)
+    pytest.skip(
+        "llama-cpp-python's server and the SmolLM2 model are not installed (scripts/llama-server-setup.sh)",
+        allow_module_level=True,
+    )
 
 
 class LlamaServer:
@@ -66,8 +70,26 @@ class LlamaServer:
         self.log = log
         py, model = INSTALLED  # type: ignore[misc]
         # one thread: ggml's threads spin while they wait, and on a shared 2-core machine two of them starve
-        argv = [py, "-m", "llama_cpp.server", "--model", model, "--model_alias", "smollm2", "--n_ctx", str(CTX),
-                "--n_threads", "1", "--n_threads_batch", "1", "--host", "127.0.0.1", "--port", str(self.port), *extra]
+        argv = [
+            py,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            model,
+            "--model_alias",
+            "smollm2",
+            "--n_ctx",
+            str(CTX),
+            "--n_threads",
+            "1",
+            "--n_threads_batch",
+            "1",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *extra,
+        ]
         self.proc = subprocess.Popen(argv, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 120
         while True:
@@ -89,9 +111,12 @@ class LlamaServer:
 
     def count(self, text: str) -> int:
         """Tokens of `text` by the server's own tokenizer."""
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/extras/tokenize/count", method="POST",
-                                     data=json.dumps({"input": text, "model": "smollm2"}).encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/extras/tokenize/count",
+            method="POST",
+            data=json.dumps({"input": text, "model": "smollm2"}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=60) as r:
             return int(json.load(r)["count"])
 
@@ -117,27 +142,55 @@ def plain(tmp_path_factory):
 def hermes(tmp_path_factory):
     """A template that renders the tools into the system prompt (no tool-call parser: calls come back as text)."""
     d = tmp_path_factory.mktemp("llama")
-    (d / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE.read_text(), "bos_token": "",
-                                                         "eos_token": "<|im_end|>"}))
-    s = LlamaServer(d / "hermes.log", "--chat_format", "hf-tokenizer-config",
-                    "--hf_tokenizer_config_path", str(d / "tokenizer_config.json"))
+    (d / "tokenizer_config.json").write_text(
+        json.dumps({"chat_template": TEMPLATE.read_text(), "bos_token": "", "eos_token": "<|im_end|>"})
+    )
+    s = LlamaServer(
+        d / "hermes.log",
+        "--chat_format",
+        "hf-tokenizer-config",
+        "--hf_tokenizer_config_path",
+        str(d / "tokenizer_config.json"),
+    )
     yield s
     s.stop()
 
 
 def optimize(srv: LlamaServer, run: Path, *flags: str) -> tuple[int, float]:
     t0 = time.monotonic()
-    rc = main(["optimize", TASK, "--model", "smollm2", "--base-url", srv.url, "--context", str(CTX), "--temperature", "0",
-               "--reply-tokens", "48", "-q", "-o", str(run), *flags])
+    rc = main(
+        [
+            "optimize",
+            TASK,
+            "--model",
+            "smollm2",
+            "--base-url",
+            srv.url,
+            "--context",
+            str(CTX),
+            "--temperature",
+            "0",
+            "--reply-tokens",
+            "48",
+            "-q",
+            "-o",
+            str(run),
+            *flags,
+        ]
+    )
     return rc, time.monotonic() - t0
 
 
 def report(what: str, run: Path, rc: int, wall: float, err: str) -> None:
     """The run's summary, past pytest's capture (`pytest -s` shows it): what the closing note quotes."""
     end = load_trajectory(run).end if (run / "trajectory.jsonl").exists() else None
-    ended = f"ended {end['reason']} after {end['turns']} turns, tool mode {end['tool_mode']}" if end else "no end record"
-    print(f"[real server] {what}: rc {rc}, {wall:.1f} s, {ended}; stderr: {' | '.join(err.split(chr(10))).strip()}",
-          file=sys.__stderr__)
+    ended = (
+        f"ended {end['reason']} after {end['turns']} turns, tool mode {end['tool_mode']}" if end else "no end record"
+    )
+    print(
+        f"[real server] {what}: rc {rc}, {wall:.1f} s, {ended}; stderr: {' | '.join(err.split(chr(10))).strip()}",
+        file=sys.__stderr__,
+    )
 
 
 def first_prompt_tokens(traj) -> int:
@@ -160,7 +213,7 @@ def test_auto_mode_sees_the_dropped_tools_and_falls_back_to_text(plain, tmp_path
     assert traj.end["reason"] in CLEAN_ENDS and traj.complete
     # the schemas reached the model as text: the server counted the whole text-mode prompt, tools included
     sent = to_text_messages(traj.messages[:2], traj.header["tools"])
-    tools_text = sent[0]["content"][len(traj.messages[0]["content"]):]
+    tools_text = sent[0]["content"][len(traj.messages[0]["content"]) :]
     assert plain.count(tools_text) > 500
     floor = plain.count(sent[0]["content"]) + plain.count(sent[1]["content"])
     assert floor <= first_prompt_tokens(traj) <= floor + 64
@@ -189,15 +242,27 @@ def test_native_mode_tools_reach_the_model_through_the_servers_template(hermes, 
 
 def test_grammar_forced_malformed_calls_end_the_run_early(plain, tmp_path, capsys):
     grammar = 'root ::= "<tool_call>{\\"name\\": \\"frobnicate\\", \\"arguments\\": {}}</tool_call>"'
-    rc, wall = optimize(plain, tmp_path / "run", "--tool-mode", "text", "--extra-body", json.dumps({"grammar": grammar}),
-                        "--max-malformed", "2", "--max-turns", "10")
+    rc, wall = optimize(
+        plain,
+        tmp_path / "run",
+        "--tool-mode",
+        "text",
+        "--extra-body",
+        json.dumps({"grammar": grammar}),
+        "--max-malformed",
+        "2",
+        "--max-turns",
+        "10",
+    )
     out, err = capsys.readouterr()
     report("grammar-forced malformed calls", tmp_path / "run", rc, wall, err)
     assert rc == 0, err
     traj = load_trajectory(tmp_path / "run")
     assert traj.end["reason"] == "malformed_calls" and traj.end["turns"] == 2
     tools = [(m, meta) for m, meta in zip(traj.messages, traj.message_meta, strict=True) if m["role"] == "tool"]
-    assert len(tools) == 2 and all(meta.get("malformed") and "unknown tool 'frobnicate'" in m["content"] for m, meta in tools)
+    assert len(tools) == 2 and all(
+        meta.get("malformed") and "unknown tool 'frobnicate'" in m["content"] for m, meta in tools
+    )
     assert "malformed_calls" in out and "--max-malformed" in out
     assert main(["show", str(tmp_path / "run")]) == 0
     assert "2 replies in a row with only malformed tool calls (--max-malformed)" in capsys.readouterr().out

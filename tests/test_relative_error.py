@@ -35,8 +35,11 @@ def _wide_softmax(seed: int, rows: int = 64, cols: int = 16384, scale: float = 1
 # ------------------------------------------------------------------ the bound itself
 def test_zeros_constant_and_other_input_pass_elementwise_but_not_the_relative_bound():
     ref, other = _wide_softmax(1), _wide_softmax(2)
-    for name, out in (("zeros", torch.zeros_like(ref)), ("constant", torch.full_like(ref, float(other.mean()))),
-                      ("other input", other)):
+    for name, out in (
+        ("zeros", torch.zeros_like(ref)),
+        ("constant", torch.full_like(ref, float(other.mean()))),
+        ("other input", other),
+    ):
         r = _cmp(ref, out)
         assert r.mismatch_frac == 0 and r.tol_ratio < 1, name  # the paper's rule alone accepts it
         assert not r.passed and r.rel_l2_worst > REL_L2_MAX, name
@@ -91,21 +94,26 @@ def _tiled_matmul(a: torch.Tensor, b: torch.Tensor, tile: int) -> torch.Tensor:
     """matmul_tiled_smem's order: fp32 partial products per K tile, accumulated tile by tile."""
     acc = torch.zeros(a.shape[0], b.shape[1])
     for k in range(0, a.shape[1], tile):
-        acc = acc + a[:, k:k + tile] @ b[k:k + tile]
+        acc = acc + a[:, k : k + tile] @ b[k : k + tile]
     return acc
 
 
 HONEST = {
-    "softmax_block_shuffle (redteam softmax, 256 threads)":
-        lambda g: (lambda x: (torch.softmax(x, 1), _block_softmax(x, 256, 2.0 ** -18)))(torch.randn(256, 4096, generator=g)),
-    "row_softmax_wide (example, scaled logits, 512 threads)":
-        lambda g: (lambda x: (torch.softmax(x, 1), _block_softmax(x, 512, 2.0 ** -16)))(torch.randn(64, 16384, generator=g) * 4),
-    "matmul_tiled_smem (redteam matmul, K tiles of 32)":
-        lambda g: (lambda a, b: (a @ b, _tiled_matmul(a, b, 32)))(torch.randn(256, 512, generator=g), torch.randn(512, 192, generator=g)),
-    "relu_float4 (redteam relu)":
-        lambda g: (lambda x: (torch.relu(x), torch.where(x > 0, x, torch.zeros_like(x))))(torch.randn(64, 4096, generator=g)),
-    "gelu_chain (example, tanh.approx at 2^-11)":
-        lambda g: (lambda x: (x, _fast_math(x, 2.0 ** -11, 3)))(torch.nn.functional.gelu(torch.randn(512, 1024, generator=g), approximate="tanh")),
+    "softmax_block_shuffle (redteam softmax, 256 threads)": lambda g: (
+        lambda x: (torch.softmax(x, 1), _block_softmax(x, 256, 2.0**-18))
+    )(torch.randn(256, 4096, generator=g)),
+    "row_softmax_wide (example, scaled logits, 512 threads)": lambda g: (
+        lambda x: (torch.softmax(x, 1), _block_softmax(x, 512, 2.0**-16))
+    )(torch.randn(64, 16384, generator=g) * 4),
+    "matmul_tiled_smem (redteam matmul, K tiles of 32)": lambda g: (lambda a, b: (a @ b, _tiled_matmul(a, b, 32)))(
+        torch.randn(256, 512, generator=g), torch.randn(512, 192, generator=g)
+    ),
+    "relu_float4 (redteam relu)": lambda g: (lambda x: (torch.relu(x), torch.where(x > 0, x, torch.zeros_like(x))))(
+        torch.randn(64, 4096, generator=g)
+    ),
+    "gelu_chain (example, tanh.approx at 2^-11)": lambda g: (lambda x: (x, _fast_math(x, 2.0**-11, 3)))(
+        torch.nn.functional.gelu(torch.randn(512, 1024, generator=g), approximate="tanh")
+    ),
 }
 
 
@@ -129,7 +137,11 @@ def test_lint_reports_a_task_whose_controls_miss_by_little(tmp_path, capsys):
     """Outputs of about atol: zeros miss the bound by a little on a few elements (row_softmax_wide's
     old shape, scaled down so it runs in seconds): weak, exit 1, and the relative bound still rejects."""
     src = (ROOT / "examples" / "row_softmax_wide" / "task.py").read_text()
-    src = src.replace("ROWS = 4096", "ROWS = 64").replace("COLS = 16384", "COLS = 8192").replace("SCALE = 4.0", "SCALE = 1.0")
+    src = (
+        src.replace("ROWS = 4096", "ROWS = 64")
+        .replace("COLS = 16384", "COLS = 8192")
+        .replace("SCALE = 4.0", "SCALE = 1.0")
+    )
     task = tmp_path / "near.py"
     task.write_text(src)
     report = lint_task(Task.from_file(task), device="cpu", n_seeds=2)
@@ -144,7 +156,17 @@ def test_lint_reports_a_task_whose_controls_miss_by_little(tmp_path, capsys):
 @pytest.mark.slow
 def test_bundled_row_softmax_wide_is_no_longer_weak(capsys):
     """The fixed example at its real size: every control misses by far more than the near-miss factor."""
-    rc = main(["lint-task", str(ROOT / "examples" / "row_softmax_wide" / "task.py"), "--device", "cpu", "--seeds", "1", "--json"])
+    rc = main(
+        [
+            "lint-task",
+            str(ROOT / "examples" / "row_softmax_wide" / "task.py"),
+            "--device",
+            "cpu",
+            "--seeds",
+            "1",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["weak"] == [] and out["passing"] == []
     assert all(c["margin"] > 10 * NEAR_MISS_FACTOR for c in out["controls"].values() if c["applicable"])

@@ -19,7 +19,7 @@ from cuda_agent.task.workspace import is_release_layout, read_agent_sources, sta
 
 RELEASE = FIXTURES / "release_layout"
 
-HOST_BINDING = r'''
+HOST_BINDING = r"""
 #include <torch/types.h>
 #include "../binding_registry.h"
 
@@ -36,7 +36,7 @@ static torch::Tensor scale_add(torch::Tensor a, torch::Tensor b, double alpha) {
 static void register_scale_add(pybind11::module& m) { m.def("scale_add", &scale_add); }
 
 REGISTER_BINDING(scale_add, register_scale_add);
-'''
+"""
 
 
 def test_the_fixture_is_in_the_release_layout_and_its_sources_are_clean():

@@ -42,15 +42,26 @@ RUN = {
 
 
 def _result(status: Status, reward, t, te, tc) -> EvalResult:
-    r = EvalResult(status=status, reward=reward, correct=status is Status.OK, message=f"{status.value} message",
-                   time_ms=t, eager_ms=te, compile_ms=tc, speedup_vs_eager=te / t if t else None,
-                   speedup_vs_compile=tc / t if t else None, gpu="NVIDIA H200" if status is not Status.NO_GPU else None,
-                   torch="2.11.0", task_hash="h", candidate_hash="c")
+    r = EvalResult(
+        status=status,
+        reward=reward,
+        correct=status is Status.OK,
+        message=f"{status.value} message",
+        time_ms=t,
+        eager_ms=te,
+        compile_ms=tc,
+        speedup_vs_eager=te / t if t else None,
+        speedup_vs_compile=tc / t if t else None,
+        gpu="NVIDIA H200" if status is not Status.NO_GPU else None,
+        torch="2.11.0",
+        task_hash="h",
+        candidate_hash="c",
+    )
     if t:
         r.timing = TimingStats(median_ms=t, mean_ms=t, min_ms=t, cv=0.012, n=50)
         r.checks = [CheckRecord("seed#0", True, 1e-6, 2e-7, 0.0, tol_ratio=1e-4, rel_l2_worst=2e-7)]
     if status is Status.COMPILE_ERROR:
-        r.log = "== kernels/k.cu: compile failed (exit 1)\nk.cu(3): error: identifier \"oops\" is undefined"
+        r.log = '== kernels/k.cu: compile failed (exit 1)\nk.cu(3): error: identifier "oops" is undefined'
         r.findings = [Finding("torch-view", "a view op in forward", Severity.WARN, "model_new.py", 7)]
     return r
 
@@ -61,8 +72,13 @@ def run_dir(tmp_path) -> Path:
     store = ResultStore(run)
     env = describe(EvalConfig())
     env.update(driver="570.86.15-test", gpus=["NVIDIA H200"])
-    store.set_meta(planned={**{t: g for t, (g, *_) in RUN.items()}, "l2_nosol": "level2"}, suite="/suite",
-                   suite_kind="kernelbench", mode="solutions:/sols", environment=[env])
+    store.set_meta(
+        planned={**{t: g for t, (g, *_) in RUN.items()}, "l2_nosol": "level2"},
+        suite="/suite",
+        suite_kind="kernelbench",
+        mode="solutions:/sols",
+        environment=[env],
+    )
     for tid, (group, status, reward, t, te, tc) in RUN.items():
         store.record(tid, group, _result(status, reward, t, te, tc), phase="profile", source="solution")
         store.finish(tid, group, "not_scored" if status is Status.NO_GPU else "done")
@@ -74,9 +90,21 @@ def run_dir(tmp_path) -> Path:
     ep = run / "episodes" / "l1_slow"
     ep.mkdir(parents=True)
     w = TrajectoryWriter(ep / "trajectory.jsonl", {"task": {"name": "l1_slow", "hash": "h"}, "model": "test-model"})
-    w.message({"role": "assistant", "content": "I will write a kernel <b>now</b>",
-               "tool_calls": [{"id": "1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "nvcc --version"}'}}]},
-              1, usage={"prompt_tokens": 10, "completion_tokens": 5})
+    w.message(
+        {
+            "role": "assistant",
+            "content": "I will write a kernel <b>now</b>",
+            "tool_calls": [
+                {
+                    "id": "1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"command": "nvcc --version"}'},
+                }
+            ],
+        },
+        1,
+        usage={"prompt_tokens": 10, "completion_tokens": 5},
+    )
     w.message({"role": "tool", "tool_call_id": "1", "content": "release 13.0"}, 1, name="bash", ok=True, elapsed_s=0.1)
     w.evaluation(1, "1", "profile", _result(Status.OK, 1, 1.25, 1.0, 1.0), best=True)
     w.end(reason="finished", turns=1, reward=1, usage={"total_tokens": 15})
@@ -96,7 +124,11 @@ def test_report_figures_are_the_hand_computed_ones(run_dir):
     fp = rep.fast_p_table("speedup_vs_compile")["overall"]
     assert fp[0] == pytest.approx(4 / 7) and fp[3] == pytest.approx(2 / 7)  # p = 0 and p = 1
     md = (write_report(rep)[0]).read_text()
-    assert "570.86.15-test" in md and "NVIDIA H200" in md and "| l1_fast | level1 | ok | 3 | 0.1 | 1 | 0.5 | 10.00x | 5.00x |" in md
+    assert (
+        "570.86.15-test" in md
+        and "NVIDIA H200" in md
+        and "| l1_fast | level1 | ok | 3 | 0.1 | 1 | 0.5 | 10.00x | 5.00x |" in md
+    )
     page = (run_dir / "report" / "l2_broken.html").read_text()
     assert "identifier &quot;oops&quot; is undefined" in page and "torch-view" in page
     assert "fast_kernel" in (run_dir / "report" / "l1_fast.html").read_text()
@@ -144,8 +176,12 @@ class _Dom(HTMLParser):
 
 
 def _chromium_dom(url: str) -> _Dom:
-    out = subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000",
-                          "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    out = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000", "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     dom = _Dom()
     dom.feed(out)
     return dom
@@ -164,7 +200,12 @@ def test_report_in_headless_chromium(run_dir, tmp_path):
     assert set(dom.series) == {"vs eager", "vs torch.compile"}
     assert float(dom.series["vs torch.compile"]["data-first"]) == pytest.approx(4 / 7, rel=1e-5)
     assert int(dom.series["vs eager"]["data-n"]) == 5  # p = 0 and one corner per distinct speedup (10, 2, 1.11, 0.8)
-    assert len(dom.bars) == 8 and {b["data-label"] for b in dom.bars if b["data-value"]} == {"l1_fast", "l1_eager_only", "l1_slow", "l2_fast"}
+    assert len(dom.bars) == 8 and {b["data-label"] for b in dom.bars if b["data-value"]} == {
+        "l1_fast",
+        "l1_eager_only",
+        "l1_slow",
+        "l2_fast",
+    }
     assert "570.86.15-test" in dom.ids["header"] and "NVIDIA H200" in dom.ids["header"]
     assert "75.0 %" in dom.ids["metrics"] and "25.0 %" in dom.ids["metrics"]
     asc = _chromium_dom(page + "#sort=ms:asc")
@@ -225,7 +266,9 @@ def test_report_of_a_read_only_run_writes_nothing_there(run_dir, tmp_path):
     refused = run_read_only(run_dir, cli, env)
     assert refused.returncode == 2 and "--out DIR" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in run_dir.iterdir()) == before
-    assert (tmp_path / "elsewhere" / "report.html").is_file() and (tmp_path / "elsewhere" / "report" / "l1_fast.html").is_file()
+    assert (tmp_path / "elsewhere" / "report.html").is_file() and (
+        tmp_path / "elsewhere" / "report" / "l1_fast.html"
+    ).is_file()
 
 
 def test_html_has_no_external_reference(run_dir):

@@ -20,16 +20,30 @@ LANE = FIXTURES / "cpu_lane"
 
 
 def _key(findings=(), **cfg):
-    return result_key(evaluator="e", task_hash="t", candidate_hash="c", findings=list(findings), gpu="g",
-                      torch_version="2", cfg=EvalConfig(**cfg))
+    return result_key(
+        evaluator="e",
+        task_hash="t",
+        candidate_hash="c",
+        findings=list(findings),
+        gpu="g",
+        torch_version="2",
+        cfg=EvalConfig(**cfg),
+    )
 
 
 def test_key_covers_findings_and_deciding_settings_only():
     base = _key()
     tampered = _key([Finding("protected-file-modified", "model.py differs", Severity.REJECT, "model.py")])
     assert tampered != base
-    for field, value in (("n_timed", 7), ("n_correctness", 2), ("shape_probe", False), ("sandbox", "off"),
-                         ("device", "cpu"), ("arch", "8.0"), ("max_cv", 0.5)):
+    for field, value in (
+        ("n_timed", 7),
+        ("n_correctness", 2),
+        ("shape_probe", False),
+        ("sandbox", "off"),
+        ("device", "cpu"),
+        ("arch", "8.0"),
+        ("max_cv", 0.5),
+    ):
         assert _key(**{field: value}) != base, field
     for field, value in (("use_cache", False), ("reuse_results", False), ("spare_children", True), ("jobs", 3)):
         assert field in NOT_DECIDING and _key(**{field: value}) == base, field

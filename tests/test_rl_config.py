@@ -27,7 +27,9 @@ def model(tmp_path_factory):
 
 @pytest.mark.parametrize("stage", ["warmup", "sft", "vp", "ppo"])
 def test_every_stage_composes_and_validates(stage, model, tmp_path):
-    out = write(stage, tmp_path / f"{stage}.yaml", model=model, train=str(tmp_path / "train.parquet"), cluster=Cluster(2, 4))
+    out = write(
+        stage, tmp_path / f"{stage}.yaml", model=model, train=str(tmp_path / "train.parquet"), cluster=Cluster(2, 4)
+    )
     c = OmegaConf.load(out)
     if stage == "sft":
         assert c.data.custom_cls.name == "JsonChatSFTDataset" and c.data.max_length == PAPER["context"]
@@ -56,7 +58,9 @@ def test_every_stage_composes_and_validates(stage, model, tmp_path):
 def test_the_hf_rollout_on_gpus_reaches_the_workers_of_a_cluster(model, tmp_path):
     # a cluster's workers take their environment from `ray start`: the plugin module that registers the hf
     # rollout travels in Ray's runtime environment, as on the CPU; vLLM configs need no plugin
-    hf = OmegaConf.load(write("ppo", tmp_path / "hf.yaml", model=model, train=str(tmp_path / "t.parquet"), rollout="hf"))
+    hf = OmegaConf.load(
+        write("ppo", tmp_path / "hf.yaml", model=model, train=str(tmp_path / "t.parquet"), rollout="hf")
+    )
     assert hf.actor_rollout_ref.rollout.name == "hf" and hf.trainer.device == "cuda"
     assert hf.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == "cuda_agent.rl.verl_plugins"
     vllm = OmegaConf.load(write("ppo", tmp_path / "vllm.yaml", model=model, train=str(tmp_path / "t.parquet")))
@@ -66,25 +70,78 @@ def test_the_hf_rollout_on_gpus_reaches_the_workers_of_a_cluster(model, tmp_path
 @pytest.mark.slow
 def test_written_config_loads_through_verls_entry_point(model, tmp_path):
     out = write("ppo", tmp_path / "ppo.yaml", model=model, train=str(tmp_path / "t.parquet"))
-    p = subprocess.run([sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(tmp_path), "--config-name",
-                        "ppo", "--cfg", "job"], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verl.trainer.main_ppo",
+            "--config-path",
+            str(tmp_path),
+            "--config-name",
+            "ppo",
+            "--cfg",
+            "job",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert "clip_ratio_high: 0.28" in p.stdout and str(out.with_name("ppo.agent_loops.yaml")) in p.stdout
 
 
 def test_a_prompt_budget_that_would_cut_the_prompt_is_refused(model, tmp_path):
     with pytest.raises(ConfigError, match="max_prompt_length"):
-        write("ppo", tmp_path / "p.yaml", model=model, train="t.parquet", extra=["data.max_prompt_length=1024",
-                                                                                  "data.max_response_length=1024",
-                                                                                  "actor_rollout_ref.rollout.max_model_len=2048"])
+        write(
+            "ppo",
+            tmp_path / "p.yaml",
+            model=model,
+            train="t.parquet",
+            extra=[
+                "data.max_prompt_length=1024",
+                "data.max_response_length=1024",
+                "actor_rollout_ref.rollout.max_model_len=2048",
+            ],
+        )
 
 
 def test_bad_inputs_are_one_line_errors(model, tmp_path, capsys):
-    assert main(["rl", "config", "--stage", "ppo", "-o", str(tmp_path / "a.yaml"), "--model", str(tmp_path),
-                 "--train", "t.parquet"]) == 2
+    assert (
+        main(
+            [
+                "rl",
+                "config",
+                "--stage",
+                "ppo",
+                "-o",
+                str(tmp_path / "a.yaml"),
+                "--model",
+                str(tmp_path),
+                "--train",
+                "t.parquet",
+            ]
+        )
+        == 2
+    )
     assert "config.json" in capsys.readouterr().err
-    assert main(["rl", "config", "--stage", "ppo", "-o", str(tmp_path / "a.yaml"), "--model", model, "--train", "t.parquet",
-                 "trainer.no_such_key=1"]) == 2
+    assert (
+        main(
+            [
+                "rl",
+                "config",
+                "--stage",
+                "ppo",
+                "-o",
+                str(tmp_path / "a.yaml"),
+                "--model",
+                model,
+                "--train",
+                "t.parquet",
+                "trainer.no_such_key=1",
+            ]
+        )
+        == 2
+    )
     assert "no_such_key" in capsys.readouterr().err
 
 
@@ -92,8 +149,26 @@ def test_train_commands(model, tmp_path, capsys):
     out = write("sft", tmp_path / "sft.yaml", model=model, train="t.parquet")
     assert main(["rl", "train", "--stage", "sft", "--config", str(out), "--nnodes", "2", "--dry-run"]) == 2
     assert "master-addr" in capsys.readouterr().err
-    assert main(["rl", "train", "--stage", "sft", "--config", str(out), "--nnodes", "2", "--node-rank", "1",
-                 "--master-addr", "10.0.0.1", "--dry-run"]) == 0
+    assert (
+        main(
+            [
+                "rl",
+                "train",
+                "--stage",
+                "sft",
+                "--config",
+                str(out),
+                "--nnodes",
+                "2",
+                "--node-rank",
+                "1",
+                "--master-addr",
+                "10.0.0.1",
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     cmd = capsys.readouterr().out
     assert "torch.distributed.run --nnodes=2 --nproc_per_node=8 --node_rank=1 --master_addr=10.0.0.1" in cmd
     assert "-m verl.trainer.sft_trainer --config-path" in cmd
@@ -144,8 +219,12 @@ def test_bad_model_folders_and_inputs_of_train_are_one_line_errors(model, tmp_pa
     pq.write_table(pa.table({"prompt": pa.array([], pa.string())}), train)
     assert main(["rl", "train", "--stage", "ppo", "--config", str(out)]) == 2
     assert "no rows" in _no_traceback_one_line(capsys)
-    assert main(["rl", "config", "--stage", "ppo", "-o", str(tmp_path / "c.yaml"), "--train", str(train),
-                 "--model", model]) == 2
+    assert (
+        main(
+            ["rl", "config", "--stage", "ppo", "-o", str(tmp_path / "c.yaml"), "--train", str(train), "--model", model]
+        )
+        == 2
+    )
     assert "no rows" in _no_traceback_one_line(capsys)
     pq.write_table(pa.table({"prompt": ["x"]}), train)
     assert main(["rl", "train", "--stage", "ppo", "--config", str(out), "--ray-address", "127.0.0.1:1"]) == 2

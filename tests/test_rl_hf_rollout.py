@@ -34,30 +34,34 @@ def test_greedy_follows_the_argmax_and_logprobs_follow_the_mode(model_dir):
     ids = out.token_ids
     assert 1 <= len(ids) <= 12 and out.stop_reason == "completed" and len(out.log_probs) == len(ids)
     with torch.no_grad():
-        logits = s.model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1]
+        logits = s.model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1 : -1]
     assert ids == logits.argmax(-1).tolist()  # each token the arg-max after the ones before it
     raw = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids)[:, None])[:, 0]
     assert torch.allclose(torch.tensor(out.log_probs), raw, atol=1e-4)  # temperature 0: nothing to scale
     hot = asyncio.run(s.generate("r", prompt_ids=prompt, sampling_params={"temperature": 0.5, "max_tokens": 6}))
     with torch.no_grad():
-        lg = s.model(torch.tensor([prompt + hot.token_ids])).logits[0, len(prompt) - 1:-1]
+        lg = s.model(torch.tensor([prompt + hot.token_ids])).logits[0, len(prompt) - 1 : -1]
     processed = torch.log_softmax(lg / 0.5, -1).gather(1, torch.tensor(hot.token_ids)[:, None])[:, 0]
     assert torch.allclose(torch.tensor(hot.log_probs), processed, atol=1e-4)
     s_raw = server(model_dir, mode="raw_logprobs")
     again = asyncio.run(s_raw.generate("r", prompt_ids=prompt, sampling_params={"temperature": 0.5, "max_tokens": 6}))
     with torch.no_grad():
-        lg = s_raw.model(torch.tensor([prompt + again.token_ids])).logits[0, len(prompt) - 1:-1]
+        lg = s_raw.model(torch.tensor([prompt + again.token_ids])).logits[0, len(prompt) - 1 : -1]
     rawlp = torch.log_softmax(lg, -1).gather(1, torch.tensor(again.token_ids)[:, None])[:, 0]
     assert torch.allclose(torch.tensor(again.log_probs), rawlp, atol=1e-4)
 
 
 def test_the_model_length_caps_generation_and_the_end_of_turn_stops_it(model_dir):
     s = server(model_dir, max_model_len=30)
-    out = asyncio.run(s.generate("r", prompt_ids=list(range(5, 25)), sampling_params={"temperature": 0, "max_tokens": 99}))
+    out = asyncio.run(
+        s.generate("r", prompt_ids=list(range(5, 25)), sampling_params={"temperature": 0, "max_tokens": 99})
+    )
     assert len(out.token_ids) <= 10
     first = out.token_ids[0]
     s.eos = {first}  # the end-of-turn id as the server sees it: generation stops right after it, keeping it
-    out = asyncio.run(s.generate("r", prompt_ids=list(range(5, 25)), sampling_params={"temperature": 0, "max_tokens": 8}))
+    out = asyncio.run(
+        s.generate("r", prompt_ids=list(range(5, 25)), sampling_params={"temperature": 0, "max_tokens": 8})
+    )
     assert out.token_ids == [first]
 
 

@@ -25,16 +25,22 @@ def test_rows_for_both_modes(tmp_path, capsys):
     r = rows[0]
     assert r["agent_name"] == "cuda_agent" and r["data_source"] == "cuda_agent/examples"
     assert Task.from_source(r["extra_info"]["task_source"]).hash == r["reward_model"]["ground_truth"]
-    assert [m["role"] for m in r["prompt"]] == ["system", "user"] and "Workspace: /workspace" in r["prompt"][1]["content"]
+    assert [m["role"] for m in r["prompt"]] == ["system", "user"] and "Workspace: /workspace" in r["prompt"][1][
+        "content"
+    ]
     st = prompt_rows(suite, "single_turn", limit=2)
-    assert len(st) == 2 and st[0]["agent_name"] == "single_turn_agent" and '<file path="model_new.py">' in st[0]["prompt"][0]["content"]
+    assert (
+        len(st) == 2
+        and st[0]["agent_name"] == "single_turn_agent"
+        and '<file path="model_new.py">' in st[0]["prompt"][0]["content"]
+    )
     assert main(["rl", "prompts", "examples", "-o", str(tmp_path / "t.parquet"), "--limit", "3"]) == 0
     back = pq.read_table(tmp_path / "t.parquet").to_pylist()
     assert len(back) == 3 and back[1]["extra_info"]["task_source"] == rows[1]["extra_info"]["task_source"]
     assert "3 agent rows" in capsys.readouterr().out
 
 
-ANSWER = '''Here it is.
+ANSWER = """Here it is.
 <file path="model_new.py">
 import cuda_extension
 </file>
@@ -46,11 +52,14 @@ boom
 </file>
 <file path="model.py">
 class Model: pass
-</file>'''
+</file>"""
 
 
 def test_answer_files_keep_only_agent_paths():
-    assert answer_sources(ANSWER) == {"model_new.py": "import cuda_extension\n", "kernels/relu.cu": "__global__ void k() {}\n"}
+    assert answer_sources(ANSWER) == {
+        "model_new.py": "import cuda_extension\n",
+        "kernels/relu.cu": "__global__ void k() {}\n",
+    }
 
 
 def test_single_turn_reward_through_the_pool():
@@ -60,7 +69,9 @@ def test_single_turn_reward_through_the_pool():
     info = {"task_source": task.source, "task_name": task.name}
     try:
         out = asyncio.run(compute_score("cuda_agent/x", ANSWER, task.hash, info))
-        assert tuple(out) == SCORE_KEYS and out["score"] == 3.0 and out["speedup_vs_compile"] == 1.4 and out["files"] == 2
+        assert (
+            tuple(out) == SCORE_KEYS and out["score"] == 3.0 and out["speedup_vs_compile"] == 1.4 and out["files"] == 2
+        )
         assert pool.jobs[0].phase == "profile" and set(pool.jobs[0].sources) == {"model_new.py", "kernels/relu.cu"}
         none = asyncio.run(compute_score("cuda_agent/x", "I cannot.", task.hash, info))
         assert none["score"] == -1.0 and len(pool.jobs) == 1  # no job for an answer without model_new.py

@@ -39,14 +39,29 @@ def write_run(d, turns, reward=3, complete=True):
 
 def good_turns():
     return [
-        ({"role": "assistant", "content": "edit it", "tool_calls": [call("a", "edit", path="k.cu", old_string="x", new_string="y")]},
-         [({"role": "tool", "tool_call_id": "a", "content": "edited k.cu"}, {"name": "edit", "ok": True})]),
-        ({"role": "assistant", "content": "write and profile", "tool_calls": [call("b", "write", path="m.py", content="M"),
-                                                                             call("c", "profile")]},
-         [({"role": "tool", "tool_call_id": "b", "content": "created"}, {"ok": True}),
-          ({"role": "tool", "tool_call_id": "c", "content": "reward: 3"}, {"ok": True})]),
-        ({"role": "assistant", "content": "done", "tool_calls": [call("d", "finish")]},
-         [({"role": "tool", "tool_call_id": "d", "content": "episode finished"}, {"ok": True})]),
+        (
+            {
+                "role": "assistant",
+                "content": "edit it",
+                "tool_calls": [call("a", "edit", path="k.cu", old_string="x", new_string="y")],
+            },
+            [({"role": "tool", "tool_call_id": "a", "content": "edited k.cu"}, {"name": "edit", "ok": True})],
+        ),
+        (
+            {
+                "role": "assistant",
+                "content": "write and profile",
+                "tool_calls": [call("b", "write", path="m.py", content="M"), call("c", "profile")],
+            },
+            [
+                ({"role": "tool", "tool_call_id": "b", "content": "created"}, {"ok": True}),
+                ({"role": "tool", "tool_call_id": "c", "content": "reward: 3"}, {"ok": True}),
+            ],
+        ),
+        (
+            {"role": "assistant", "content": "done", "tool_calls": [call("d", "finish")]},
+            [({"role": "tool", "tool_call_id": "d", "content": "episode finished"}, {"ok": True})],
+        ),
     ]
 
 
@@ -56,16 +71,27 @@ def runs(tmp_path):
     write_run(tmp_path / "negative", good_turns(), reward=-1)
     write_run(tmp_path / "zero_incomplete", good_turns(), complete=False)
     bad = good_turns()
-    bad[0][1][0] = ({"role": "tool", "tool_call_id": "a", "content": "error: unknown tool 'edt'"}, {"ok": False, "malformed": True})
+    bad[0][1][0] = (
+        {"role": "tool", "tool_call_id": "a", "content": "error: unknown tool 'edt'"},
+        {"ok": False, "malformed": True},
+    )
     write_run(tmp_path / "malformed", bad)
     old = good_turns()
-    old[0][1][0] = ({"role": "tool", "tool_call_id": "a", "content": "error: bad arguments for edit: missing path"}, {"ok": False})
+    old[0][1][0] = (
+        {"role": "tool", "tool_call_id": "a", "content": "error: bad arguments for edit: missing path"},
+        {"ok": False},
+    )
     write_run(tmp_path / "malformed_old_log", old)
     failing_tool = good_turns()  # a tool that failed is not a malformed call
-    failing_tool[0][1][0] = ({"role": "tool", "tool_call_id": "a", "content": "error: k.cu does not exist"}, {"ok": False})
+    failing_tool[0][1][0] = (
+        {"role": "tool", "tool_call_id": "a", "content": "error: k.cu does not exist"},
+        {"ok": False},
+    )
     write_run(tmp_path / "tool_failed", failing_tool)
-    same = ({"role": "assistant", "content": "", "tool_calls": [call("z", "bash", command="make")]},
-            [({"role": "tool", "tool_call_id": "z", "content": "ok"}, {"ok": True})])
+    same = (
+        {"role": "assistant", "content": "", "tool_calls": [call("z", "bash", command="make")]},
+        [({"role": "tool", "tool_call_id": "z", "content": "ok"}, {"ok": True})],
+    )
     write_run(tmp_path / "loop", [same] * 3 + good_turns())
     return tmp_path
 
@@ -105,7 +131,7 @@ def test_sft_rows_round_trip_through_parquet_and_the_chat_template(runs, tmp_pat
     edit_args = conv[2]["tool_calls"][0]["function"]["arguments"]
     assert edit_args == {"path": "k.cu", "old_string": "x", "new_string": "y"}  # objects, exactly the call's keys
     full = TemplateTokens(tok).render(conv, json.loads(rows[0]["tools"]))
-    assert full[: len(ids)] == ids and tok.decode(full[len(ids):]).strip() == ""  # the template's rendering
+    assert full[: len(ids)] == ids and tok.decode(full[len(ids) :]).strip() == ""  # the template's rendering
     learned = tok.decode([t for t, m in zip(ids, loss, strict=True) if m])
     assert "edit it" in learned and '"old_string": "x"' in learned and "done" in learned
     assert "edited k.cu" not in learned and "task" not in learned and "reward: 3" not in learned

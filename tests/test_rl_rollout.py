@@ -33,12 +33,25 @@ def run(tok, replies, pool=None, tmp_path=None, **cfg):
     task = Task.from_source(TASK, "relu2")
     pool = pool or ScriptedPool({"profile": [timed(3)]})
     rc = RolloutConfig(**{"prompt_length": 8192, "response_length": 4096, "max_tokens_per_turn": 512, **cfg})
-    env = Environment(EnvConfig(max_turns=rc.max_turns, bash_timeout_s=10), evaluator=pool_evaluator(pool, task),
-                      shell_factory=BashSession)
+    env = Environment(
+        EnvConfig(max_turns=rc.max_turns, bash_timeout_s=10),
+        evaluator=pool_evaluator(pool, task),
+        shell_factory=BashSession,
+    )
     server = ScriptedServer(tok, replies)
     try:
-        r = asyncio.run(roll_out(env, task, tmp_path / "run", server, TemplateTokens(tok),
-                                 lambda ids: tok.decode(ids, skip_special_tokens=True), rc, {"temperature": 1.0}))
+        r = asyncio.run(
+            roll_out(
+                env,
+                task,
+                tmp_path / "run",
+                server,
+                TemplateTokens(tok),
+                lambda ids: tok.decode(ids, skip_special_tokens=True),
+                rc,
+                {"temperature": 1.0},
+            )
+        )
     finally:
         env.close()
     return r, server, pool
@@ -101,25 +114,50 @@ def test_stream_helpers():
 
 
 def test_replay_renders_stored_messages_with_assistant_turns_unmasked(tok):
-    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"},
-            {"role": "assistant", "content": "reading", "tool_calls": [
-                {"id": "a", "type": "function", "function": {"name": "read", "arguments": '{"path": "model.py"}'}}]},
-            {"role": "tool", "tool_call_id": "a", "content": "class Model"},
-            {"role": "assistant", "content": "all done"},
-            {"role": "tool", "tool_call_id": "b", "content": "trailing"}]
+    msgs = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+        {
+            "role": "assistant",
+            "content": "reading",
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "read", "arguments": '{"path": "model.py"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "class Model"},
+        {"role": "assistant", "content": "all done"},
+        {"role": "tool", "tool_call_id": "b", "content": "trailing"},
+    ]
     s = replay_stream(TemplateTokens(tok), msgs, [])
     model = tok.decode([t for t, m in zip(s.response_ids, s.mask, strict=True) if m])
     assert "reading" in model and '"path": "model.py"' in model and "all done" in model and "class Model" not in model
     assert s.mask[-1] == 1 and "trailing" not in tok.decode(s.ids)
     # the whole stream is what the chat template renders for the conversation up to the last model turn
-    full = TemplateTokens(tok).render([{"role": m["role"], "content": m["content"], **(
-        {"tool_calls": [{"type": "function", "function": {"name": "read", "arguments": {"path": "model.py"}}}]}
-        if m.get("tool_calls") else {})} for m in msgs[:5]])
-    assert full[: len(s.ids)] == s.ids and tok.decode(full[len(s.ids):]).strip() == ""
+    full = TemplateTokens(tok).render(
+        [
+            {
+                "role": m["role"],
+                "content": m["content"],
+                **(
+                    {
+                        "tool_calls": [
+                            {"type": "function", "function": {"name": "read", "arguments": {"path": "model.py"}}}
+                        ]
+                    }
+                    if m.get("tool_calls")
+                    else {}
+                ),
+            }
+            for m in msgs[:5]
+        ]
+    )
+    assert full[: len(s.ids)] == s.ids and tok.decode(full[len(s.ids) :]).strip() == ""
 
 
-@pytest.mark.parametrize("replies,ended", [([hermes("frobnicate")] * 5, "ended_malformed_calls"),
-                                           (["I will think about it."] * 5, "ended_no_tool_call")])
+@pytest.mark.parametrize(
+    "replies,ended",
+    [([hermes("frobnicate")] * 5, "ended_malformed_calls"), (["I will think about it."] * 5, "ended_no_tool_call")],
+)
 def test_the_early_ends_are_in_the_per_trajectory_metrics(tok, tmp_path, replies, ended):
     r, server, _ = run(tok, replies, tmp_path=tmp_path)
     assert r.reason == ended.removeprefix("ended_") and r.metrics["turns"] == 3 == len(server.sampled)

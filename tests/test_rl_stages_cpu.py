@@ -45,11 +45,19 @@ def _runs(root: Path) -> Path:
     for name, reward in REWARDS.items():
         d = root / name
         d.mkdir(parents=True)
-        w = TrajectoryWriter(d / "trajectory.jsonl", {"task": {"name": name, "hash": "h" + name}, "tools": tool_schemas()})
+        w = TrajectoryWriter(
+            d / "trajectory.jsonl", {"task": {"name": name, "hash": "h" + name}, "tools": tool_schemas()}
+        )
         w.message({"role": "system", "content": "You write CUDA kernels."}, 0)
         w.message({"role": "user", "content": f"Make {name} faster."}, 0)
-        w.message({"role": "assistant", "content": "Writing the kernel.",
-                   "tool_calls": [_call("a", "write", path="kernels/k_binding.cpp", content=BINDING)]}, 1)
+        w.message(
+            {
+                "role": "assistant",
+                "content": "Writing the kernel.",
+                "tool_calls": [_call("a", "write", path="kernels/k_binding.cpp", content=BINDING)],
+            },
+            1,
+        )
         w.message({"role": "tool", "tool_call_id": "a", "content": "created kernels/k_binding.cpp"}, 1, ok=True)
         w.message({"role": "assistant", "content": "Checking it.", "tool_calls": [_call("b", "verify")]}, 2)
         w.message({"role": "tool", "tool_call_id": "b", "content": f"reward: {reward}"}, 2, ok=True)
@@ -62,8 +70,31 @@ def _runs(root: Path) -> Path:
 
 def _config(stage: str, tmp: Path, model: Path, train: Path, *extra: str) -> Path:
     out = tmp / f"{stage}.yaml"
-    assert main(["rl", "config", "--stage", stage, "--device", "cpu", "--model", str(model), "--train", str(train),
-                 "--batch", "4", "--steps", "1", "-o", str(out), f"trainer.default_local_dir={tmp / 'ckpt'}", *extra]) == 0
+    assert (
+        main(
+            [
+                "rl",
+                "config",
+                "--stage",
+                stage,
+                "--device",
+                "cpu",
+                "--model",
+                str(model),
+                "--train",
+                str(train),
+                "--batch",
+                "4",
+                "--steps",
+                "1",
+                "-o",
+                str(out),
+                f"trainer.default_local_dir={tmp / 'ckpt'}",
+                *extra,
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -83,7 +114,9 @@ def test_rft_rows_train_one_real_sft_step(tmp_path, cache_env):
     moved = changed(weights_of(model), weights_of(ck / "huggingface"))
     assert len(moved) >= 10, moved  # one optimiser step moves (nearly) every tensor, not a stray one
     step = re.search(r"step:1 .*train/loss:([0-9.e+-]+) .*train/grad_norm:([0-9.e+-]+)", log)
-    assert step and 0 < float(step[1]) < 100 and float(step[2]) > 0, log[-2000:]  # a real step: a finite loss, a gradient
+    assert step and 0 < float(step[1]) < 100 and float(step[2]) > 0, log[
+        -2000:
+    ]  # a real step: a finite loss, a gradient
 
 
 def test_value_pretraining_updates_the_critic_only(tmp_path, cache_env):
@@ -126,23 +159,37 @@ def test_single_turn_warmup_step_with_the_evaluators_reward(tmp_path, cache_env)
     assert main(["rl", "prompts", str(tasks), "-o", str(rows), "--mode", "single-turn"]) == 0
     model = save_tiny_model(tmp_path / "model", window=64)
     tt = TemplateTokens(AutoTokenizer.from_pretrained(model))
-    contexts = [tt.render(messages_for(Task.from_source(p.read_text(), p.stem), "single_turn"), generation_prompt=True)[-130:]
-                for p in sorted(tasks.glob("*.py"))]
+    contexts = [
+        tt.render(messages_for(Task.from_source(p.read_text(), p.stem), "single_turn"), generation_prompt=True)[-130:]
+        for p in sorted(tasks.glob("*.py"))
+    ]
     teach(model, contexts, _single_turn_answer())
-    cfg = _config("warmup", tmp_path, model, rows, f"trainer.rollout_data_dir={tmp_path / 'rollouts'}",
-                  "data.max_response_length=1024", "actor_rollout_ref.rollout.max_model_len=9216",
-                  "actor_rollout_ref.rollout.temperature=0.3")
+    cfg = _config(
+        "warmup",
+        tmp_path,
+        model,
+        rows,
+        f"trainer.rollout_data_dir={tmp_path / 'rollouts'}",
+        "data.max_response_length=1024",
+        "actor_rollout_ref.rollout.max_model_len=9216",
+        "actor_rollout_ref.rollout.temperature=0.3",
+    )
     rl_train("warmup", cfg, cache_env, "warmup.log")
 
     ck = tmp_path / "ckpt" / "global_step_1"
     scores: dict[str, list[float]] = {name: [] for name in scale}
     for line in (tmp_path / "rollouts" / "1.jsonl").read_text().splitlines():
         row = json.loads(line)
-        name = next(nm for nm, k in scale.items() if f"* {k}.0" in row["input"] and f"({nm.rsplit('_', 1)[1]}, 257)" in row["input"])
+        name = next(
+            nm
+            for nm, k in scale.items()
+            if f"* {k}.0" in row["input"] and f"({nm.rsplit('_', 1)[1]}, 257)" in row["input"]
+        )
         scores[name].append(row["score"])
     for name, k in scale.items():  # the evaluator's verdict on the same kernel: right for x2, wrong for x3
         assert len(scores[name]) == 1, scores
         assert (scores[name][0] >= 1) if k == 2 else (scores[name][0] == -1.0), scores
     start = weights_of(model)
-    assert changed(start, weights_of(ck / "actor" / "huggingface")) and changed(start, weights_of(ck / "critic" / "huggingface"))
-
+    assert changed(start, weights_of(ck / "actor" / "huggingface")) and changed(
+        start, weights_of(ck / "critic" / "huggingface")
+    )

@@ -41,19 +41,46 @@ def _taught_model(tmp: Path, tasks: Path) -> Path:
     from transformers import AutoTokenizer
 
     tt = TemplateTokens(AutoTokenizer.from_pretrained(model))
-    contexts = [tt.render(messages_for(Task.from_source(p.read_text(), p.stem), "agent"), tool_schemas(),
-                          generation_prompt=True)[-130:] for p in sorted(tasks.glob("*.py"))]
+    contexts = [
+        tt.render(
+            messages_for(Task.from_source(p.read_text(), p.stem), "agent"), tool_schemas(), generation_prompt=True
+        )[-130:]
+        for p in sorted(tasks.glob("*.py"))
+    ]
     teach(model, contexts, ANSWER)
     return model
 
 
 def _config(tmp: Path, model: Path, steps: int) -> Path:
     out = tmp / "ppo.yaml"
-    assert main(["rl", "config", "--stage", "ppo", "--device", "cpu", "--model", str(model), "--train",
-                 str(tmp / "train.parquet"), "--batch", "4", "--steps", str(steps), "-o", str(out),
-                 f"trainer.default_local_dir={tmp / 'ckpt'}", f"trainer.rollout_data_dir={tmp / 'rollouts'}",
-                 "data.max_response_length=1024", "actor_rollout_ref.rollout.max_model_len=9216",
-                 "actor_rollout_ref.rollout.temperature=0.3"]) == 0
+    assert (
+        main(
+            [
+                "rl",
+                "config",
+                "--stage",
+                "ppo",
+                "--device",
+                "cpu",
+                "--model",
+                str(model),
+                "--train",
+                str(tmp / "train.parquet"),
+                "--batch",
+                "4",
+                "--steps",
+                str(steps),
+                "-o",
+                str(out),
+                f"trainer.default_local_dir={tmp / 'ckpt'}",
+                f"trainer.rollout_data_dir={tmp / 'rollouts'}",
+                "data.max_response_length=1024",
+                "actor_rollout_ref.rollout.max_model_len=9216",
+                "actor_rollout_ref.rollout.temperature=0.3",
+            ]
+        )
+        == 0
+    )
     loops = out.with_name("ppo.agent_loops.yaml")
     entries = yaml.safe_load(loops.read_text())
     entries[0].update(max_turns=1, max_tokens_per_turn=400, workdir_root=str(tmp / "work"), keep_workdirs=True)
@@ -82,7 +109,9 @@ def test_two_ppo_steps_with_the_evaluators_reward_and_a_resume(tmp_path, cache_e
     for step in (1, 2):
         for line in (tmp_path / "rollouts" / f"{step}.jsonl").read_text().splitlines():
             row = json.loads(line)
-            name = next(nm for nm, (k, n) in TASKS.items() if f"* {k}.0" in row["input"] and f"({n}, 257)" in row["input"])
+            name = next(
+                nm for nm, (k, n) in TASKS.items() if f"* {k}.0" in row["input"] and f"({n}, 257)" in row["input"]
+            )
             scores[name].append(row["score"])
     assert all(len(v) == 2 for v in scores.values()), scores
     for name, (k, _) in TASKS.items():

@@ -26,9 +26,11 @@ from cuda_agent.rl.tiny import tiny_tokenizer  # noqa: E402
 from cuda_agent.rl.verl_loop import CudaAgentLoop, ReplayAgentLoop  # noqa: E402
 
 ROW = {"raw_prompt": [], "extra_info": {"task_source": TASK, "task_name": "relu2"}}
-GOOD = ["Look.\n" + hermes("read", {"path": "model.py"}),
-        hermes("write", {"path": "kernels/k.cu", "content": "// kernel\n"}) + hermes("profile"),
-        hermes("finish", {"summary": "fused"})]
+GOOD = [
+    "Look.\n" + hermes("read", {"path": "model.py"}),
+    hermes("write", {"path": "kernels/k.cu", "content": "// kernel\n"}) + hermes("profile"),
+    hermes("finish", {"summary": "fused"}),
+]
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +48,25 @@ def pool(monkeypatch):
 
 def rollout(tok, replies, loop_cls=CudaAgentLoop, prompt_length=8192, response_length=4096, row=None, **kw):
     server = ScriptedServer(tok, replies)
-    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": prompt_length,
-                                                              "response_length": response_length}}, "data": {}})
+    cfg = OmegaConf.create(
+        {
+            "actor_rollout_ref": {"rollout": {"prompt_length": prompt_length, "response_length": response_length}},
+            "data": {},
+        }
+    )
 
     async def go():
         # built inside the coroutine: the base class keeps the running event loop (as verl's worker does)
-        agent = loop_cls(trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=tok, processor=None,
-                         dataset_cls=None, data_config=DictConfigWrap(cfg.data), hf_model_type="qwen2", **kw)
+        agent = loop_cls(
+            trainer_config=DictConfigWrap(cfg),
+            server_manager=server,
+            tokenizer=tok,
+            processor=None,
+            dataset_cls=None,
+            data_config=DictConfigWrap(cfg.data),
+            hf_model_type="qwen2",
+            **kw,
+        )
         return await agent.run({"temperature": 1.0}, **(row or ROW))
 
     return asyncio.run(go()), server
@@ -72,8 +86,9 @@ def test_masks_and_the_reward_on_the_last_sampled_token(tok, pool):
     assert info["best_speedup_vs_compile"] == 1.5
     # the reward reaches the gradient: verl's GAE gives every sampled token a non-zero advantage signal
     values = torch.zeros(1, len(out.response_ids))
-    _, returns = compute_gae_advantage_return(d["rm_scores"][None], values, d["response_mask"][None].float(),
-                                              torch.tensor(1.0), torch.tensor(0.95))
+    _, returns = compute_gae_advantage_return(
+        d["rm_scores"][None], values, d["response_mask"][None].float(), torch.tensor(1.0), torch.tensor(0.95)
+    )
     assert returns[0, nz[0]].item() == pytest.approx(3.0)
     assert all(returns[0, i].item() > 0 for i, m in enumerate(out.response_mask) if m)
 
@@ -89,11 +104,24 @@ def test_verl_builder_and_template_builder_agree(tok, pool, tmp_path):
 
     out, _ = rollout(tok, GOOD, max_tokens_per_turn=512, bash_timeout_s=10)
     task = Task.from_source(TASK, "relu2")
-    env = Environment(EnvConfig(bash_timeout_s=10), evaluator=scoring.pool_evaluator(P({"profile": [timed(3)]}), task),
-                      shell_factory=BashSession)
+    env = Environment(
+        EnvConfig(bash_timeout_s=10),
+        evaluator=scoring.pool_evaluator(P({"profile": [timed(3)]}), task),
+        shell_factory=BashSession,
+    )
     server = ScriptedServer(tok, GOOD)
-    ours = asyncio.run(roll_out(env, task, tmp_path / "r", server, TemplateTokens(tok), lambda i: tok.decode(i, skip_special_tokens=True),
-                                RolloutConfig(prompt_length=8192, response_length=4096, max_tokens_per_turn=512), {}))
+    ours = asyncio.run(
+        roll_out(
+            env,
+            task,
+            tmp_path / "r",
+            server,
+            TemplateTokens(tok),
+            lambda i: tok.decode(i, skip_special_tokens=True),
+            RolloutConfig(prompt_length=8192, response_length=4096, max_tokens_per_turn=512),
+            {},
+        )
+    )
     env.close()
     # workspace paths differ between the two runs; everything else is token for token the same
     ws = lambda ids: tok.decode(ids).split("Workspace: ")[1].split("\n", 1)[1]  # noqa: E731
@@ -138,10 +166,17 @@ def test_prompt_is_never_cut(tok, pool):
 
 
 def test_replay_loop_returns_the_stored_trajectory(tok):
-    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"},
-            {"role": "assistant", "content": "go", "tool_calls": [
-                {"id": "a", "type": "function", "function": {"name": "profile", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "a", "content": "reward: 2"}, {"role": "assistant", "content": "done"}]
+    msgs = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+        {
+            "role": "assistant",
+            "content": "go",
+            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "profile", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "reward: 2"},
+        {"role": "assistant", "content": "done"},
+    ]
     row = {"raw_prompt": [], "extra_info": {"messages": json.dumps(msgs), "tools": "[]", "reward": 2}}
     out, server = rollout(tok, [], loop_cls=ReplayAgentLoop, row=row)
     assert server.prompts == [] and out.reward_score == 2.0 and out.response_mask[-1] == 1
@@ -155,8 +190,13 @@ def test_our_gae_matches_verls():
     rewards[-1] = 3.0
     values = torch.randn(len(mask), generator=g).tolist()
     adv, ret = gae(rewards, values, mask, 1.0, 0.95)
-    _, vret = compute_gae_advantage_return(torch.tensor([rewards]), torch.tensor([values]), torch.tensor([mask]).float(),
-                                           torch.tensor(1.0), torch.tensor(0.95))
+    _, vret = compute_gae_advantage_return(
+        torch.tensor([rewards]),
+        torch.tensor([values]),
+        torch.tensor([mask]).float(),
+        torch.tensor(1.0),
+        torch.tensor(0.95),
+    )
     for i, m in enumerate(mask):
         if m:
             assert ret[i] == pytest.approx(vret[0, i].item(), abs=1e-5)
@@ -165,8 +205,13 @@ def test_our_gae_matches_verls():
     lost = [0.0] * len(mask)
     lost[4] = 3.0
     a2, _ = gae(lost, [0.0] * len(mask), mask)
-    _, vr2 = compute_gae_advantage_return(torch.tensor([lost]), torch.zeros(1, len(mask)), torch.tensor([mask]).float(),
-                                          torch.tensor(1.0), torch.tensor(0.95))
+    _, vr2 = compute_gae_advantage_return(
+        torch.tensor([lost]),
+        torch.zeros(1, len(mask)),
+        torch.tensor([mask]).float(),
+        torch.tensor(1.0),
+        torch.tensor(0.95),
+    )
     assert all(x == 0 for x in a2) and all(vr2[0, i].item() == 0 for i, m in enumerate(mask) if m)
 
 
@@ -180,12 +225,22 @@ def test_loops_are_built_from_the_registry_yaml_as_verl_does(tok, pool, tmp_path
     entry = OmegaConf.load(tmp_path / "loops.yaml")[0]
     assert entry.name == "cuda_agent"
     server = ScriptedServer(tok, [hermes("glob", {"pattern": "*"})] * 5)
-    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 8192, "response_length": 4096}}, "data": {}})
+    cfg = OmegaConf.create(
+        {"actor_rollout_ref": {"rollout": {"prompt_length": 8192, "response_length": 4096}}, "data": {}}
+    )
 
     async def go():
-        agent = hydra.utils.instantiate(config=entry, trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=tok,
-                                        processor=None, hf_model_type="qwen2", dataset_cls=None,
-                                        data_config=DictConfigWrap(cfg.data), tools=None)
+        agent = hydra.utils.instantiate(
+            config=entry,
+            trainer_config=DictConfigWrap(cfg),
+            server_manager=server,
+            tokenizer=tok,
+            processor=None,
+            hf_model_type="qwen2",
+            dataset_cls=None,
+            data_config=DictConfigWrap(cfg.data),
+            tools=None,
+        )
         return agent, await agent.run({}, **ROW)
 
     agent, out = asyncio.run(go())

@@ -53,8 +53,15 @@ def test_the_result_text_leads_with_the_spread_that_decides():
     it did not move: the agent and the user see the p10-p90 spread first, and the CV beside it."""
     from cuda_agent.eval.judge.render import result_text
 
-    r = EvalResult(status=Status.OK, reward=3, correct=True, time_ms=0.021, eager_ms=0.05, compile_ms=0.04,
-                   timing=_stats(cv=6.0, spread=0.012))
+    r = EvalResult(
+        status=Status.OK,
+        reward=3,
+        correct=True,
+        time_ms=0.021,
+        eager_ms=0.05,
+        compile_ms=0.04,
+        timing=_stats(cv=6.0, spread=0.012),
+    )
     text = result_text(r)
     assert "(spread 1.2%, cv 600.0%, n=1000)" in text
     r.timing = TimingStats.from_dict({"median_ms": 1.0, "mean_ms": 1.0, "min_ms": 1.0, "cv": 0.07, "n": 50})

@@ -43,8 +43,17 @@ def hostile_ws(tmp_path: Path, behaviour: str, name: str = "ws", defines: dict[s
 
 
 def cpu_cfg(**kw) -> EvalConfig:
-    base = dict(device="cpu", compile_baseline=False, n_timed=10, n_warmup=3, max_rounds=1,
-                load_timeout=60, correctness_timeout=20, timing_timeout=60, reuse_results=False)
+    base = dict(
+        device="cpu",
+        compile_baseline=False,
+        n_timed=10,
+        n_warmup=3,
+        max_rounds=1,
+        load_timeout=60,
+        correctness_timeout=20,
+        timing_timeout=60,
+        reuse_results=False,
+    )
     base.update(kw)
     return EvalConfig(**base)
 
@@ -57,6 +66,7 @@ def no_static_gate(monkeypatch):
 
 
 # ---- unit level: fast -------------------------------------------------------
+
 
 def test_oplog_allows_allocation_views_copies_and_reports_compute():
     x = torch.randn(4, 6)
@@ -89,8 +99,12 @@ def test_thread_census_sees_a_thread_that_outlives_the_call():
     finally:
         stop.set()
         t.join()
-    assert runtime_findings({"ops": {"aten::mul": 2}, "new_threads": ["x (tid 1)"]}, "here")[0].rule == "runtime-aten-op"
-    assert [f.rule for f in runtime_findings({"ops": {"aten::empty_like": 5}, "new_threads": ["x"]}, "here")] == ["runtime-thread"]
+    assert (
+        runtime_findings({"ops": {"aten::mul": 2}, "new_threads": ["x (tid 1)"]}, "here")[0].rule == "runtime-aten-op"
+    )
+    assert [f.rule for f in runtime_findings({"ops": {"aten::empty_like": 5}, "new_threads": ["x"]}, "here")] == [
+        "runtime-thread"
+    ]
     assert runtime_findings({"ops": {"aten::view": 1}, "new_threads": []}, "here") == []
 
 
@@ -105,9 +119,19 @@ def test_fresh_inputs_give_every_timed_call_new_values_and_keep_checked_outputs(
         return [torch.randn(8, generator=torch.Generator().manual_seed(derive_seed(7, g)))]
 
     kept: dict[int, torch.Tensor] = {}
-    stats, _ = time_calls(fn, [[torch.randn(8)]], clock="host", n_warmup=3, n_timed=20, max_cv=1.0, max_rounds=1,
-                               fresh_inputs=fresh, checked=[0.0, 0.5, 0.99], kept=kept)
-    timed = seen[3 + PROBE_CALLS:]  # after the warm-up and the unheld probe calls
+    stats, _ = time_calls(
+        fn,
+        [[torch.randn(8)]],
+        clock="host",
+        n_warmup=3,
+        n_timed=20,
+        max_cv=1.0,
+        max_rounds=1,
+        fresh_inputs=fresh,
+        checked=[0.0, 0.5, 0.99],
+        kept=kept,
+    )
+    timed = seen[3 + PROBE_CALLS :]  # after the warm-up and the unheld probe calls
     assert len(timed) == stats["n"] >= 20 and len(set(timed)) == len(timed)
     n = stats["n"]
     assert set(kept) == {0, n // 2, min(n - 1, int(0.99 * n))}  # the caller's picks, not the harness's
@@ -134,6 +158,7 @@ def test_side_stream_and_speed_of_light_decisions():
 
 
 # ---- the pipeline: slow -----------------------------------------------------
+
 
 @pytest.mark.slow
 def test_aten_fallback_in_the_binding_is_rejected_at_runtime(tmp_path, cache_env, no_static_gate):

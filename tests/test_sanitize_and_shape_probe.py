@@ -27,10 +27,16 @@ RACE_BAD = """========= COMPUTE-SANITIZER
 RACE_WARN_ONLY = "========= RACECHECK SUMMARY: 2 hazards displayed (0 errors, 2 warnings)\n"
 
 
-@pytest.mark.parametrize("check,text,errors", [
-    ("memcheck", MEMCHECK_BAD, 12), ("memcheck", MEMCHECK_CLEAN, 0),
-    ("racecheck", RACE_BAD, 1), ("racecheck", RACE_WARN_ONLY, 0), ("memcheck", "target crashed\n", None),
-])
+@pytest.mark.parametrize(
+    "check,text,errors",
+    [
+        ("memcheck", MEMCHECK_BAD, 12),
+        ("memcheck", MEMCHECK_CLEAN, 0),
+        ("racecheck", RACE_BAD, 1),
+        ("racecheck", RACE_WARN_ONLY, 0),
+        ("memcheck", "target crashed\n", None),
+    ],
+)
 def test_reports_are_parsed_into_error_counts(check, text, errors):
     r = sanitize.parse(check, text)
     assert r.errors == errors
@@ -101,7 +107,9 @@ def test_lane_runs_the_candidate_under_the_tool_and_rejects_on_errors(tmp_path, 
     assert clean.defences["sanitize"] == "memcheck clean, racecheck clean"
     assert clean.phases_s["sanitize_memcheck"] > 0 and clean.phases_s["sanitize_racecheck"] > 0
     monkeypatch.setenv(sanitize.OVERRIDE, str(_stand_in(tmp_path, 3)))
-    bad = evaluate_workspace(make_ws(tmp_path, name="ws2"), config=cpu_cfg(sanitize=True, reuse_results=False), phase="verify")
+    bad = evaluate_workspace(
+        make_ws(tmp_path, name="ws2"), config=cpu_cfg(sanitize=True, reuse_results=False), phase="verify"
+    )
     assert bad.status is Status.REJECTED and bad.reward == -1 and not bad.correct
     assert "sanitizer-memcheck" in bad.message and "3 error" in bad.message
     assert any(f.rule == "sanitizer-memcheck" and f.severity.value == "reject" for f in bad.findings)
@@ -122,9 +130,13 @@ def test_grow_inputs_doubles_the_batch_like_dimension_only():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("errors,status,needle", [(2, Status.REJECTED, "sanitizer-memcheck"),
-                                                  (0, Status.RUNTIME_ERROR, "failed under compute-sanitizer")])
-def test_a_target_that_dies_under_the_tool_is_judged_by_the_report(tmp_path, cache_env, monkeypatch, errors, status, needle):
+@pytest.mark.parametrize(
+    "errors,status,needle",
+    [(2, Status.REJECTED, "sanitizer-memcheck"), (0, Status.RUNTIME_ERROR, "failed under compute-sanitizer")],
+)
+def test_a_target_that_dies_under_the_tool_is_judged_by_the_report(
+    tmp_path, cache_env, monkeypatch, errors, status, needle
+):
     monkeypatch.setenv(sanitize.OVERRIDE, str(_stand_in(tmp_path, errors, die=True)))
     r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(sanitize=True, reuse_results=False), phase="verify")
     assert r.status is status and r.reward == -1, (r.status, r.message)
@@ -140,14 +152,21 @@ class _Ref:
     def request(self, msg, timeout):
         from cuda_agent.eval.channel import messages as P
 
-        return P.RunReply([P.OutputRecord([])]) if self.ok else P.ErrorReply("RuntimeError: mat1 and mat2 shapes cannot be multiplied")
+        return (
+            P.RunReply([P.OutputRecord([])])
+            if self.ok
+            else P.ErrorReply("RuntimeError: mat1 and mat2 shapes cannot be multiplied")
+        )
 
 
-@pytest.mark.parametrize("ref_ok,cand,verdict", [
-    (True, "OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB", "skipped"),
-    (False, "RuntimeError: whatever", "skipped"),
-    (True, "RuntimeError: expected 1024 rows", "failed"),
-])
+@pytest.mark.parametrize(
+    "ref_ok,cand,verdict",
+    [
+        (True, "OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB", "skipped"),
+        (False, "RuntimeError: whatever", "skipped"),
+        (True, "RuntimeError: expected 1024 rows", "failed"),
+    ],
+)
 def test_shape_probe_decides_only_when_the_reference_takes_the_doubled_set(ref_ok, cand, verdict):
     from conftest import FIXTURES
 
@@ -184,8 +203,11 @@ def test_a_single_file_solution_builds_under_the_lane_in_its_private_dirs(tmp_pa
 
     monkeypatch.setenv(sanitize.OVERRIDE, str(_stand_in(tmp_path, 0)))
     lane = FIXTURES / "cpu_lane"
-    r = evaluate_single_file(Task.from_file(lane / "task.py"), lane / "solution_inline.py",
-                             config=cpu_cfg(sanitize=True, reuse_results=False, load_timeout=600, sanitize_timeout=600),
-                             phase="verify")
+    r = evaluate_single_file(
+        Task.from_file(lane / "task.py"),
+        lane / "solution_inline.py",
+        config=cpu_cfg(sanitize=True, reuse_results=False, load_timeout=600, sanitize_timeout=600),
+        phase="verify",
+    )
     assert r.status is Status.OK, (r.message, r.log[-1500:])
     assert r.defences["sanitize"] == "memcheck clean, racecheck clean"

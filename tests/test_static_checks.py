@@ -125,7 +125,12 @@ def test_module_imports_only_stdlib_and_result():
                 continue
             for n in names:
                 top = n.split(".")[0]
-                assert n in own or n == "cuda_agent.eval.judge.result" or top == "__future__" or top in sys.stdlib_module_names, n
+                assert (
+                    n in own
+                    or n == "cuda_agent.eval.judge.result"
+                    or top == "__future__"
+                    or top in sys.stdlib_module_names
+                ), n
 
 
 # --------------------------------------------------------------------------- Python rules
@@ -135,9 +140,15 @@ def model(forward: str, init: str = "", top: str = "", imports: str = "") -> str
     fwd = textwrap.indent(textwrap.dedent(forward).strip("\n"), " " * 8)
     ini = textwrap.indent(textwrap.dedent(init).strip("\n"), " " * 8) if init else ""
     return (
-        "import torch\nimport torch.nn as nn\n" + imports + "\nimport cuda_extension\n\n" + textwrap.dedent(top)
-        + "\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n" + (ini + "\n" if ini else "")
-        + "\n    def forward(self, x, y):\n" + fwd + "\n"
+        "import torch\nimport torch.nn as nn\n"
+        + imports
+        + "\nimport cuda_extension\n\n"
+        + textwrap.dedent(top)
+        + "\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        + (ini + "\n" if ini else "")
+        + "\n    def forward(self, x, y):\n"
+        + fwd
+        + "\n"
     )
 
 
@@ -158,7 +169,13 @@ PY_CASES = [
     ("nn-functional", model(OK_FORWARD, imports="import torch.nn.functional as F\n")),
     ("nn-functional", model("return torch.nn.functional.gelu(x)")),
     ("nn-submodule-call", model("return self.lin(x)", init="self.lin = nn.Linear(4, 4)")),
-    ("nn-submodule-call", model("for layer in self.layers:\n    x = layer(x)\nreturn x", init="self.layers = nn.ModuleList([nn.Linear(4, 4)])")),
+    (
+        "nn-submodule-call",
+        model(
+            "for layer in self.layers:\n    x = layer(x)\nreturn x",
+            init="self.layers = nn.ModuleList([nn.Linear(4, 4)])",
+        ),
+    ),
     ("reference-model", model(OK_FORWARD, imports="from model import Model\n")),
     ("reference-model", model("return self.ref(x)", init="self.ref = Model()")),
     ("try-fallback", model("try:\n    return cuda_extension.op(x, y)\nexcept Exception:\n    return x")),
@@ -182,7 +199,13 @@ PY_CASES = [
     ("monkey-patch", model(OK_FORWARD, top="import sys\nsys.modules['torch.testing'] = None\n")),
     ("monkey-patch", model(OK_FORWARD, top="nn.Module.__call__ = lambda self, *a: None\n")),
     ("tensor-subclass", model(OK_FORWARD, top="class T(torch.Tensor):\n    pass\n")),
-    ("tensor-subclass", model(OK_FORWARD, top="class D:\n    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n        return None\n")),
+    (
+        "tensor-subclass",
+        model(
+            OK_FORWARD,
+            top="class D:\n    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n        return None\n",
+        ),
+    ),
     ("import-cuda-agent", model(OK_FORWARD, imports="import cuda_agent.eval.timing.events\n")),
     ("lowered-precision", model("return cuda_extension.op(x.half(), y)")),
     ("lowered-precision", model("return cuda_extension.op(x.to(torch.bfloat16), y)")),
@@ -229,14 +252,20 @@ def test_python_rule_warns(rule, src):
 
 PY_CLEAN = [
     model(OK_FORWARD),
-    model("n = x.numel() * 2\nrows = x.shape[0] // 4\nout = torch.empty((rows, n), device=x.device, dtype=x.dtype)\n"
-          "cuda_extension.op_into(x.view(-1), out, n)\nreturn out.view(x.shape)"),
-    model("return cuda_extension.op(x, self.lin.weight.contiguous(), self.lin.bias)", init="self.lin = nn.Linear(4, 4)"),
+    model(
+        "n = x.numel() * 2\nrows = x.shape[0] // 4\nout = torch.empty((rows, n), device=x.device, dtype=x.dtype)\n"
+        "cuda_extension.op_into(x.view(-1), out, n)\nreturn out.view(x.shape)"
+    ),
+    model(
+        "return cuda_extension.op(x, self.lin.weight.contiguous(), self.lin.bias)", init="self.lin = nn.Linear(4, 4)"
+    ),
     model("z = torch.zeros_like(x)\ncuda_extension.accumulate(x, z)\nreturn z"),
     # forbidden names only in comments, docstrings and plain strings
     '"""Not torch.relu, not F.softmax, not os.system(\'x\'), not torch.cuda.Stream()."""\n'
-    + model('# torch.relu(x) would be the fallback; import threading is not needed\n'
-            'msg = "torch.nn.functional and sys._getframe are only words here"\nreturn cuda_extension.op(x, y)'),
+    + model(
+        "# torch.relu(x) would be the fallback; import threading is not needed\n"
+        'msg = "torch.nn.functional and sys._getframe are only words here"\nreturn cuda_extension.op(x, y)'
+    ),
 ]
 
 
@@ -271,7 +300,9 @@ BINDING_HEAD = '#include "binding_registry.h"\n#include <ATen/cuda/CUDAContext.h
 
 
 def binding(body: str) -> str:
-    return BINDING_HEAD + "static torch::Tensor op(torch::Tensor a, torch::Tensor b) {\n" + textwrap.dedent(body) + "\n}\n"
+    return (
+        BINDING_HEAD + "static torch::Tensor op(torch::Tensor a, torch::Tensor b) {\n" + textwrap.dedent(body) + "\n}\n"
+    )
 
 
 CPP_CASES = [
@@ -288,20 +319,38 @@ CPP_CASES = [
     ("third-party-library", "#include <cub/cub.cuh>\n"),
     ("third-party-library", "__global__ void k(float* x) { using R = cub::WarpReduce<float>; }\n"),
     ("third-party-library", "void f(float* x, int n) { thrust::sort(thrust::device, x, x + n); }\n"),
-    ("third-party-library", "void f() { curandGenerator_t g; curandCreateGenerator(&g, CURAND_RNG_PSEUDO_DEFAULT); }\n"),
+    (
+        "third-party-library",
+        "void f() { curandGenerator_t g; curandCreateGenerator(&g, CURAND_RNG_PSEUDO_DEFAULT); }\n",
+    ),
     ("third-party-library", "#include <cufft.h>\n"),
     ("third-party-library", "#include <cusparse.h>\n"),
     ("third-party-library", "#include <cusolverDn.h>\n"),
-    ("cublas-non-gemm", "void f(cublasHandle_t h, int n, const float* x, float* y) { float a = 1; cublasSaxpy(h, n, &a, x, 1, y, 1); }\n"),
-    ("cublas-non-gemm", "void f(cublasHandle_t h) { cublasSgeam(h, CUBLAS_OP_T, CUBLAS_OP_N, 1, 1, 0, 0, 1, 0, 0, 1, 0, 1); }\n"),
+    (
+        "cublas-non-gemm",
+        "void f(cublasHandle_t h, int n, const float* x, float* y) { float a = 1; cublasSaxpy(h, n, &a, x, 1, y, 1); }\n",
+    ),
+    (
+        "cublas-non-gemm",
+        "void f(cublasHandle_t h) { cublasSgeam(h, CUBLAS_OP_T, CUBLAS_OP_N, 1, 1, 0, 0, 1, 0, 0, 1, 0, 1); }\n",
+    ),
     ("cublas-non-gemm", "void f(cublasHandle_t h, const float* x, int* r) { cublasIsamax(h, 4, x, 1, r); }\n"),
-    ("cudnn-non-conv", "void f(cudnnHandle_t h) { cudnnSoftmaxForward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, 0, 0, 0, 0, 0, 0); }\n"),
+    (
+        "cudnn-non-conv",
+        "void f(cudnnHandle_t h) { cudnnSoftmaxForward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, 0, 0, 0, 0, 0, 0); }\n",
+    ),
     ("lowered-precision", "__global__ void k(__half* x) {}\n"),
     ("lowered-precision", "void f(cublasHandle_t h) { cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH); }\n"),
     ("lowered-precision", "cublasComputeType_t t = CUBLAS_COMPUTE_32F_FAST_TF32;\n"),
     ("lowered-precision", "cublasComputeType_t t = CUBLAS_COMPUTE_32F_FAST_16BF;\n"),
-    ("lowered-precision", "__global__ void k() { nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> c; }\n"),
-    ("lowered-precision", '__device__ void k(float* d) { asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0}, {%1}, {%2}, {%3};" : "=f"(d[0])); }\n'),
+    (
+        "lowered-precision",
+        "__global__ void k() { nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> c; }\n",
+    ),
+    (
+        "lowered-precision",
+        '__device__ void k(float* d) { asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0}, {%1}, {%2}, {%3};" : "=f"(d[0])); }\n',
+    ),
     ("lowered-precision", binding("at::globalContext().setAllowTF32CuBLAS(true);\nreturn a;")),
     ("lowered-precision", "__global__ void k(float* x) { x[0] = __half2float(__float2half(x[0])); }\n"),
     ("cuda-stream", "void f() { cudaStream_t s; cudaStreamCreate(&s); }\n"),
@@ -319,7 +368,7 @@ CPP_CASES = [
     ("file-access", '#include "/etc/passwd"\n'),
     ("file-access", '#include "../model.py"\n'),
     ("native-code", 'void f() { void* h = dlopen("libcublasLt.so", 2); }\n'),
-    ("native-code", "void f(CUmodule* m) { cuModuleLoad(m, \"k.cubin\"); }\n"),
+    ("native-code", 'void f(CUmodule* m) { cuModuleLoad(m, "k.cubin"); }\n'),
 ]
 
 CPP_WARN_CASES = [
@@ -359,8 +408,8 @@ CPP_CLEAN = [
         C10_CUDA_KERNEL_LAUNCH_CHECK();
         return out;"""),
     # forbidden names in comments, strings and raw strings
-    '// torch::relu(x) or cudaStreamCreate(&s) would be wrong here\n'
-    '/* std::thread t; cublasSaxpy(h, n, &a, x, 1, y, 1);\n   #include <cub/cub.cuh> */\n'
+    "// torch::relu(x) or cudaStreamCreate(&s) would be wrong here\n"
+    "/* std::thread t; cublasSaxpy(h, n, &a, x, 1, y, 1);\n   #include <cub/cub.cuh> */\n"
     'const char* msg = "use torch::matmul semantics, not cublasSetMathMode(CUBLAS_TF32_TENSOR_OP_MATH)";\n'
     'const char* raw = R"doc(torch::softmax and fopen("x") in a raw string)doc";\n'
     "char c = '\"';\n",
@@ -400,7 +449,7 @@ def test_lexer_lines_and_literals():
     assert ("str", 'q\n"', 3) in kinds
     assert ("inc", "cub/cub.cuh", 5) in kinds
     assert ("id", "relu", 6) in kinds
-    found = check_cpp('/* a\n b */\n\ntorch::relu(x);', "k.cpp")
+    found = check_cpp("/* a\n b */\n\ntorch::relu(x);", "k.cpp")
     assert [(f.rule, f.line) for f in found] == [("aten-compute", 4)]
 
 
@@ -488,19 +537,22 @@ def test_cli_bad_input(tmp_path, capsys, monkeypatch):
 _BIND_HEAD = '#include "binding_registry.h"\nnamespace py = pybind11;\n'
 
 
-@pytest.mark.parametrize("line", [
-    'pybind11::exec("x = 1");',
-    'py::eval("1");',
-    'py::module_::import("os");',
-    'py::globals()["t"] = 1;',
-    'py::object o = py::none();',
-    'auto t = py::cast(1);',
-    'PyRun_SimpleString("import sys");',
-    'PyObject* g = PyEval_GetGlobals();',
-    'PyImport_ImportModule("os");',
-    'PySys_SetObject("x", nullptr);',
-    'm.attr("f") = 1;',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        'pybind11::exec("x = 1");',
+        'py::eval("1");',
+        'py::module_::import("os");',
+        'py::globals()["t"] = 1;',
+        "py::object o = py::none();",
+        "auto t = py::cast(1);",
+        'PyRun_SimpleString("import sys");',
+        "PyObject* g = PyEval_GetGlobals();",
+        'PyImport_ImportModule("os");',
+        'PySys_SetObject("x", nullptr);',
+        'm.attr("f") = 1;',
+    ],
+)
 def test_native_code_may_not_reach_python(line):
     text = _BIND_HEAD + "static void f(py::module_& m) {\n  " + line + "\n}\n"
     found = check_cpp(text, "kernels/x_binding.cpp")
@@ -509,7 +561,7 @@ def test_native_code_may_not_reach_python(line):
 
 
 def test_defining_functions_with_pybind11_stays_clean():
-    text = _BIND_HEAD + textwrap.dedent('''
+    text = _BIND_HEAD + textwrap.dedent("""
         static torch::Tensor op(torch::Tensor x, double alpha) { return torch::empty_like(x); }
         // PyRun_SimpleString and py::exec named in a comment only
         static void bind(pybind11::module_& m) {
@@ -517,7 +569,7 @@ def test_defining_functions_with_pybind11_stays_clean():
                 py::call_guard<py::gil_scoped_release>());
         }
         REGISTER_BINDING(op, bind)
-    ''')
+    """)
     assert not _rejects(check_cpp(text, "kernels/x_binding.cpp"))
 
 
@@ -526,11 +578,24 @@ def test_python_headers_are_rejected(include):
     assert "python-from-native" in _rejects(check_cpp(f"#include <{include}>\n", "kernels/x_binding.cpp"))
 
 
-@pytest.mark.parametrize("code", [
-    'mount("none", "/", 0, 0, 0);', 'umount2("/", 2);', "syscall(272, 0);", "unshare(0x10000000);", "setns(3, 0);",
-    "prctl(38, 1);", "seccomp(1, 0, 0);", "personality(0);", "ptrace(0, 0, 0, 0);", "long n = __NR_unshare;",
-    'asm volatile("syscall");', 'asm("mov $165, %%eax\\n\\tsyscall");', 'asm volatile("int $0x80");',
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        'mount("none", "/", 0, 0, 0);',
+        'umount2("/", 2);',
+        "syscall(272, 0);",
+        "unshare(0x10000000);",
+        "setns(3, 0);",
+        "prctl(38, 1);",
+        "seccomp(1, 0, 0);",
+        "personality(0);",
+        "ptrace(0, 0, 0, 0);",
+        "long n = __NR_unshare;",
+        'asm volatile("syscall");',
+        'asm("mov $165, %%eax\\n\\tsyscall");',
+        'asm volatile("int $0x80");',
+    ],
+)
 def test_system_calls_are_rejected(code):
     found = check_cpp("void f() {\n  " + code + "\n}\n", "kernels/x.cu")
     assert "system-call" in _rejects(found), [f.to_dict() for f in found]
@@ -560,9 +625,20 @@ def test_the_registry_header_is_accepted_by_either_spelling(spelling):
     assert not _rejects(check_cpp(text, "kernels/x_binding.cpp"))
 
 
-@pytest.mark.parametrize("include", ['"../model_new.py"', '"../binding.cpp"', '"../tools/verify"', '"../model.py"',
-                                     '"../../binding_registry.h"', '"../kernels/../binding_registry.h"',
-                                     '"/etc/passwd"', '"../.cuda-agent/task.json"', '"../SKILL.md"'])
+@pytest.mark.parametrize(
+    "include",
+    [
+        '"../model_new.py"',
+        '"../binding.cpp"',
+        '"../tools/verify"',
+        '"../model.py"',
+        '"../../binding_registry.h"',
+        '"../kernels/../binding_registry.h"',
+        '"/etc/passwd"',
+        '"../.cuda-agent/task.json"',
+        '"../SKILL.md"',
+    ],
+)
 def test_other_includes_that_leave_kernels_are_rejected(include):
     assert "file-access" in _rejects(check_cpp(f"#include {include}\n", "kernels/x_binding.cpp"))
 
@@ -583,7 +659,7 @@ SYMBOL_REJECTS = [
     ("symbol-rename", 'void g() { extern int f(const char*) asm("x"); f(""); }\n'),
     ("symbol-rename", '#define EXTNAME(s) __asm__(s)\nint f(const char*) EXTNAME("x");\n'),
     ("symbol-rename", '#define HIDE __asm__("PyRun_SimpleString")\nint f(const char*) HIDE;\n'),
-    ("symbol-rename", '#define HIDE(a, b) __asm__(#a #b)\nint f(const char*) HIDE(P, yRun);\n'),
+    ("symbol-rename", "#define HIDE(a, b) __asm__(#a #b)\nint f(const char*) HIDE(P, yRun);\n"),
     ("symbol-rename", '#define LABEL __asm__\nint f(const char*) LABEL("x");\n'),
     ("symbol-rename", 'asm(".globl run\\n.set run, target");\nextern "C" int run(const char*);\n'),
     ("symbol-rename", '__asm__ volatile("nop");\n'),  # assembler outside a function, qualifiers or not
@@ -601,10 +677,19 @@ SYMBOL_REJECTS = [
     ("symbol-rename", '#pragma redefine_extname f g\nextern "C" int f();\n'),
     ("symbol-rename", "#pragma weak f = g\n"),
     ("symbol-rename", '_Pragma("redefine_extname f g")\nextern "C" int f();\n'),
-    ("symbol-rename", 'extern "C" cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { return cudaSuccess; }\n'),
-    ("symbol-rename", 'extern "C" {\ncudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { return cudaSuccess; }\n}\n'),
+    (
+        "symbol-rename",
+        'extern "C" cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { return cudaSuccess; }\n',
+    ),
+    (
+        "symbol-rename",
+        'extern "C" {\ncudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { return cudaSuccess; }\n}\n',
+    ),
     ("symbol-rename", 'extern "C" float __wrap_cudaEventElapsedTime(float*, void*, void*);\n'),
-    ("runtime-symbol-lookup", "#include <link.h>\nint cb(struct dl_phdr_info* i, size_t, void*) { return 0; }\nvoid g() { dl_iterate_phdr(cb, 0); }\n"),
+    (
+        "runtime-symbol-lookup",
+        "#include <link.h>\nint cb(struct dl_phdr_info* i, size_t, void*) { return 0; }\nvoid g() { dl_iterate_phdr(cb, 0); }\n",
+    ),
     ("runtime-symbol-lookup", "void g() { Dl_info i; dladdr((void*)&g, &i); }\n"),
     ("runtime-symbol-lookup", "extern struct r_debug _r_debug;\n"),
     ("runtime-symbol-lookup", "void g(struct link_map* m) { m = m->l_next; }\n"),
@@ -618,7 +703,10 @@ SYMBOL_REJECTS = [
     ("runtime-symbol-lookup", "void g(void** b) { backtrace(b, 8); }\n"),
     ("runtime-symbol-lookup", 'const char* n = "PyRun_SimpleString";\n'),
     ("runtime-symbol-lookup", 'const char* n = "dl_iterate_phdr";\n'),
-    ("runtime-symbol-lookup", binding('auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::relu", "");\nreturn a;')),
+    (
+        "runtime-symbol-lookup",
+        binding('auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::relu", "");\nreturn a;'),
+    ),
     ("runtime-symbol-lookup", 'TORCH_LIBRARY_IMPL(aten, CUDA, m) { m.impl("sum", &f); }\n'),
     ("runtime-symbol-lookup", "#include <torch/library.h>\n"),
 ]
@@ -636,13 +724,13 @@ SYMBOL_CLEAN = [
     '__device__ unsigned lane() { unsigned r; asm volatile("mov.u32 %0, %%laneid;" : "=r"(r)); return r; }\n',
     '__device__ float t(float v) { float r; asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(v)); return r; }\n',
     '__global__ void k() { asm("trap;"); }\n',
-    "__global__ void k(int x) { if (x) asm(\"trap;\"); else asm(\"exit;\"); }\n",
+    '__global__ void k(int x) { if (x) asm("trap;"); else asm("exit;"); }\n',
     '#define CP_ASYNC_COMMIT() asm volatile("cp.async.commit_group;\\n" ::)\n#define BAR() asm("bar.sync 0;")\n'
     '#define WAIT(n) asm volatile("cp.async.wait_group %0;\\n" :: "n"(n))\n#define NOP() asm("nop")\n',
     '__device__ void f(float* p) { asm volatile("{\\n\\t.reg .pred p;\\n\\t.reg .f32 t;\\n\\tld.global.nc.f32 t, [%0];\\n\\t}" :: "l"(p)); }\n',
     '__device__ void f() { asm volatile(".local .align 8 .b8 buf[16];"); }\n',
     '__device__ void f(float* d) { asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]) : "l"(d)); }\n',
-    "auto f = [](float* x) { asm(\"trap;\"); };\n",
+    'auto f = [](float* x) { asm("trap;"); };\n',
     'auto f(float* x) -> float { asm("trap;"); return 0.f; }\n',
     'struct S { S(int a) : v(a) { asm volatile("nop"); } int v; };\n',
     'template <int N> __device__ __forceinline__ float ld(const float* p) { float v; asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(v) : "l"(p)); return v; }\n',
@@ -664,21 +752,28 @@ def test_inline_ptx_and_ordinary_attributes_stay_clean(src):
     assert not _rejects(found), [f.to_dict() for f in found if f.severity is Severity.REJECT]
 
 
-@pytest.mark.parametrize("flag,rule", [
-    ("-Drun_it=PyRun_SimpleString", "python-from-native"),
-    ("-Dlook=dlsym", "native-code"),
-    ("-Wl,--wrap=cudaEventElapsedTime", "symbol-rename"),
-    ("-Wl,--defsym=run=PyRun_SimpleString", "symbol-rename"),
-    ("-Xlinker --wrap=cudaEventElapsedTime", "symbol-rename"),
-])
+@pytest.mark.parametrize(
+    "flag,rule",
+    [
+        ("-Drun_it=PyRun_SimpleString", "python-from-native"),
+        ("-Dlook=dlsym", "native-code"),
+        ("-Wl,--wrap=cudaEventElapsedTime", "symbol-rename"),
+        ("-Wl,--defsym=run=PyRun_SimpleString", "symbol-rename"),
+        ("-Xlinker --wrap=cudaEventElapsedTime", "symbol-rename"),
+    ],
+)
 def test_load_inline_flags_that_rename_are_rejected(flag, rule):
-    src = ("from torch.utils.cpp_extension import load_inline\n"
-           f"ext = load_inline(name='m', cpp_sources='int f();', functions=['f'], extra_cflags=['-O3', {flag!r}])\n")
+    src = (
+        "from torch.utils.cpp_extension import load_inline\n"
+        f"ext = load_inline(name='m', cpp_sources='int f();', functions=['f'], extra_cflags=['-O3', {flag!r}])\n"
+    )
     assert rule in _rejects(check_single_file(src)), [f.to_dict() for f in check_single_file(src)]
 
 
 def test_ordinary_load_inline_flags_pass():
-    src = ("from torch.utils.cpp_extension import load_inline\n"
-           "ext = load_inline(name='m', cpp_sources='int f();', functions=['f'], extra_cflags=['-O3', '-DNDEBUG', '-DTILE=16'],\n"
-           "                  extra_cuda_cflags=['--use_fast_math', '-lineinfo'], extra_ldflags=['-lcublas'])\n")
+    src = (
+        "from torch.utils.cpp_extension import load_inline\n"
+        "ext = load_inline(name='m', cpp_sources='int f();', functions=['f'], extra_cflags=['-O3', '-DNDEBUG', '-DTILE=16'],\n"
+        "                  extra_cuda_cflags=['--use_fast_math', '-lineinfo'], extra_ldflags=['-lcublas'])\n"
+    )
     assert not _rejects(check_single_file(src))

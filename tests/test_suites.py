@@ -35,8 +35,10 @@ def make_kernelbench(root: Path, per_level: dict[int, int], nested: bool = True)
 
 def ops_rows(n: int) -> list[dict]:
     sources = ["torch#1", "torch#2", "torch#2", "transformers#1"]
-    return [{"ops": json.dumps(["relu", "mul"]), "data_source": sources[i % len(sources)], "code": task_src(f"x * {i}")}
-            for i in range(n)]
+    return [
+        {"ops": json.dumps(["relu", "mul"]), "data_source": sources[i % len(sources)], "code": task_src(f"x * {i}")}
+        for i in range(n)
+    ]
 
 
 def test_kernelbench_checkout_levels_ids_and_level4_skipped(tmp_path):

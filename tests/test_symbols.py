@@ -34,7 +34,20 @@ def _compile(tmp_path: Path, src: str, compiler: str, *flags: str, suffix: str =
     f.write_text(src)
     obj = tmp_path / "unit.o"
     if compiler == "nvcc":
-        cmd = [NVCC, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_90,code=sm_90", *flags, "-c", str(f), "-o", str(obj)]
+        cmd = [
+            NVCC,
+            "-O3",
+            "-std=c++17",
+            "-Xcompiler",
+            "-fPIC",
+            "-gencode",
+            "arch=compute_90,code=sm_90",
+            *flags,
+            "-c",
+            str(f),
+            "-o",
+            str(obj),
+        ]
     else:
         cmd = [CXX, "-O3", "-std=c++17", "-fPIC", "-w", *flags, "-c", str(f), "-o", str(obj)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -43,52 +56,147 @@ def _compile(tmp_path: Path, src: str, compiler: str, *flags: str, suffix: str =
 
 
 def _check(obj: Path, layout: str = "workspace"):
-    return symbols.check([("kernels/x_binding.cpp", "kernels/x_binding.cpp", obj)], layout, cache_dir=None, arch="9.0",
-                         deadline=time.monotonic() + 60)
+    return symbols.check(
+        [("kernels/x_binding.cpp", "kernels/x_binding.cpp", obj)],
+        layout,
+        cache_dir=None,
+        arch="9.0",
+        deadline=time.monotonic() + 60,
+    )
 
 
 # Every route, torch-free (seconds, not minutes): (name, source, extra flags, the symbol the finding must name)
-_CALL = "\nint forward_hook() { return run_it(\"import sys\"); }\n"
+_CALL = '\nint forward_hook() { return run_it("import sys"); }\n'
 ROUTES = [
-    ("asm-label", 'extern "C" int run_it(const char*) __asm__("PyRun_SimpleString");' + _CALL, (), "PyRun_SimpleString"),
-    ("asm-label-cxx-linkage", 'int run_it(const char*) asm("PyRun_" "Simple" "String");' + _CALL, (), "PyRun_SimpleString"),
+    (
+        "asm-label",
+        'extern "C" int run_it(const char*) __asm__("PyRun_SimpleString");' + _CALL,
+        (),
+        "PyRun_SimpleString",
+    ),
+    (
+        "asm-label-cxx-linkage",
+        'int run_it(const char*) asm("PyRun_" "Simple" "String");' + _CALL,
+        (),
+        "PyRun_SimpleString",
+    ),
     ("asm-label-__asm", 'extern "C" int run_it(const char*) __asm("PyEval_EvalCode");' + _CALL, (), "PyEval_EvalCode"),
-    ("asm-label-variable", 'extern "C" char code[] __asm__("PyRun_SimpleString");\n'
-     "int forward_hook() { return reinterpret_cast<int (*)(const char*)>((void*)code)(\"x\"); }\n", (), "PyRun_SimpleString"),
-    ("asm-label-macro", '#define LINK(s) __asm__(s)\nextern "C" int run_it(const char*) LINK("PyImport_" "ImportModule");' + _CALL,
-     (), "PyImport_ImportModule"),
-    ("asm-label-local", 'int forward_hook() { extern int run_it(const char*) asm("PyRun_SimpleString"); return run_it("x"); }\n',
-     (), "PyRun_SimpleString"),
-    ("asm-label-dlsym", 'extern "C" void* find(void*, const char*) __asm__("dlsym");\n'
-     'void* forward_hook(const char* n) { return find(nullptr, n); }\n', (), "dlsym"),
-    ("weakref", 'static int run_it(const char*) __attribute__((weakref("PyRun_SimpleString")));' + _CALL, (), "PyRun_SimpleString"),
-    ("set-directive", 'asm(".globl run_it\\n\\t.set run_it, PyRun_SimpleString");\nextern "C" int run_it(const char*);' + _CALL,
-     (), "PyRun_SimpleString"),
-    ("symver", '__asm__(".symver find, dlsym@GLIBC_2.2.5");\nextern "C" void* find(void*, const char*);\n'
-     'void* forward_hook(const char* n) { return find(nullptr, n); }\n', (), "dlsym"),
-    ("redefine-extname", '#pragma redefine_extname run_it PyRun_SimpleString\nextern "C" int run_it(const char*);' + _CALL,
-     (), "PyRun_SimpleString"),
-    ("pragma-operator", '_Pragma("redefine_extname run_it PySys_SetObject")\nextern "C" int run_it(const char*);' + _CALL,
-     (), "PySys_SetObject"),
-    ("token-paste", '#define CAT(a, b) a##b\nextern "C" int CAT(P, yRun_SimpleString)(const char*);\n'
-     'int forward_hook() { return CAT(P, yRun_SimpleString)("x"); }\n', (), "PyRun_SimpleString"),
-    ("define-flag", 'extern "C" int run_it(const char*);' + _CALL, ("-Drun_it=PyRun_SimpleString",), "PyRun_SimpleString"),
-    ("dl-iterate-phdr", '#include <link.h>\nstatic int cb(dl_phdr_info*, size_t, void*) { return 0; }\n'
-     "int forward_hook() { return dl_iterate_phdr(cb, nullptr); }\n", (), "dl_iterate_phdr"),
-    ("getauxval", '#include <sys/auxv.h>\nunsigned long forward_hook() { return getauxval(AT_PHDR); }\n', (), "getauxval"),
-    ("dladdr", '#include <dlfcn.h>\n#include <cstring>\nint forward_hook() { Dl_info i; return dladdr((void*)&memcpy, &i); }\n',
-     (), "dladdr"),
-    ("interposed-timer", "#if __has_include(<cuda_runtime.h>)\n#include <cuda_runtime.h>\n#else\n"
-     "typedef int cudaError_t;\ntypedef struct CUevent_st* cudaEvent_t;\n#endif\n"
-     'extern "C" cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) { *ms = 0.04f; return (cudaError_t)0; }\n',
-     (), "cudaEventElapsedTime"),
-    ("inline-asm-call", 'int forward_hook() { asm volatile("call PyRun_SimpleString" ::: "memory"); return 0; }\n', (),
-     "PyRun_SimpleString"),
-    ("inline-asm-got", 'void* forward_hook() { void* p; asm("movq PyEval_GetGlobals@GOTPCREL(%%rip), %0" : "=r"(p)); return p; }\n',
-     (), "PyEval_GetGlobals"),
-    ("linker-wrap", 'extern "C" int __real_cudaEventElapsedTime(float*, void*, void*);\n'
-     'extern "C" int __wrap_cudaEventElapsedTime(float* ms, void* a, void* b) { return __real_cudaEventElapsedTime(ms, a, b); }\n',
-     (), "__real_cudaEventElapsedTime"),
+    (
+        "asm-label-variable",
+        'extern "C" char code[] __asm__("PyRun_SimpleString");\n'
+        'int forward_hook() { return reinterpret_cast<int (*)(const char*)>((void*)code)("x"); }\n',
+        (),
+        "PyRun_SimpleString",
+    ),
+    (
+        "asm-label-macro",
+        '#define LINK(s) __asm__(s)\nextern "C" int run_it(const char*) LINK("PyImport_" "ImportModule");' + _CALL,
+        (),
+        "PyImport_ImportModule",
+    ),
+    (
+        "asm-label-local",
+        'int forward_hook() { extern int run_it(const char*) asm("PyRun_SimpleString"); return run_it("x"); }\n',
+        (),
+        "PyRun_SimpleString",
+    ),
+    (
+        "asm-label-dlsym",
+        'extern "C" void* find(void*, const char*) __asm__("dlsym");\n'
+        "void* forward_hook(const char* n) { return find(nullptr, n); }\n",
+        (),
+        "dlsym",
+    ),
+    (
+        "weakref",
+        'static int run_it(const char*) __attribute__((weakref("PyRun_SimpleString")));' + _CALL,
+        (),
+        "PyRun_SimpleString",
+    ),
+    (
+        "set-directive",
+        'asm(".globl run_it\\n\\t.set run_it, PyRun_SimpleString");\nextern "C" int run_it(const char*);' + _CALL,
+        (),
+        "PyRun_SimpleString",
+    ),
+    (
+        "symver",
+        '__asm__(".symver find, dlsym@GLIBC_2.2.5");\nextern "C" void* find(void*, const char*);\n'
+        "void* forward_hook(const char* n) { return find(nullptr, n); }\n",
+        (),
+        "dlsym",
+    ),
+    (
+        "redefine-extname",
+        '#pragma redefine_extname run_it PyRun_SimpleString\nextern "C" int run_it(const char*);' + _CALL,
+        (),
+        "PyRun_SimpleString",
+    ),
+    (
+        "pragma-operator",
+        '_Pragma("redefine_extname run_it PySys_SetObject")\nextern "C" int run_it(const char*);' + _CALL,
+        (),
+        "PySys_SetObject",
+    ),
+    (
+        "token-paste",
+        '#define CAT(a, b) a##b\nextern "C" int CAT(P, yRun_SimpleString)(const char*);\n'
+        'int forward_hook() { return CAT(P, yRun_SimpleString)("x"); }\n',
+        (),
+        "PyRun_SimpleString",
+    ),
+    (
+        "define-flag",
+        'extern "C" int run_it(const char*);' + _CALL,
+        ("-Drun_it=PyRun_SimpleString",),
+        "PyRun_SimpleString",
+    ),
+    (
+        "dl-iterate-phdr",
+        "#include <link.h>\nstatic int cb(dl_phdr_info*, size_t, void*) { return 0; }\n"
+        "int forward_hook() { return dl_iterate_phdr(cb, nullptr); }\n",
+        (),
+        "dl_iterate_phdr",
+    ),
+    (
+        "getauxval",
+        "#include <sys/auxv.h>\nunsigned long forward_hook() { return getauxval(AT_PHDR); }\n",
+        (),
+        "getauxval",
+    ),
+    (
+        "dladdr",
+        "#include <dlfcn.h>\n#include <cstring>\nint forward_hook() { Dl_info i; return dladdr((void*)&memcpy, &i); }\n",
+        (),
+        "dladdr",
+    ),
+    (
+        "interposed-timer",
+        "#if __has_include(<cuda_runtime.h>)\n#include <cuda_runtime.h>\n#else\n"
+        "typedef int cudaError_t;\ntypedef struct CUevent_st* cudaEvent_t;\n#endif\n"
+        'extern "C" cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) { *ms = 0.04f; return (cudaError_t)0; }\n',
+        (),
+        "cudaEventElapsedTime",
+    ),
+    (
+        "inline-asm-call",
+        'int forward_hook() { asm volatile("call PyRun_SimpleString" ::: "memory"); return 0; }\n',
+        (),
+        "PyRun_SimpleString",
+    ),
+    (
+        "inline-asm-got",
+        'void* forward_hook() { void* p; asm("movq PyEval_GetGlobals@GOTPCREL(%%rip), %0" : "=r"(p)); return p; }\n',
+        (),
+        "PyEval_GetGlobals",
+    ),
+    (
+        "linker-wrap",
+        'extern "C" int __real_cudaEventElapsedTime(float*, void*, void*);\n'
+        'extern "C" int __wrap_cudaEventElapsedTime(float* ms, void* a, void* b) { return __real_cudaEventElapsedTime(ms, a, b); }\n',
+        (),
+        "__real_cudaEventElapsedTime",
+    ),
 ]
 
 
@@ -110,8 +218,10 @@ def test_the_nvcc_object_is_rejected_naming_the_symbol(tmp_path, name, src, flag
 
 @needs_cxx
 def test_an_honest_host_unit_passes(tmp_path):
-    src = ('#include <cstring>\n#include <vector>\nextern "C" void matmul_launch(const float* a, float* c, int n) '
-           '{ std::vector<float> t(a, a + n); std::memcpy(c, t.data(), n * sizeof(float)); }\n')
+    src = (
+        '#include <cstring>\n#include <vector>\nextern "C" void matmul_launch(const float* a, float* c, int n) '
+        "{ std::vector<float> t(a, a + n); std::memcpy(c, t.data(), n * sizeof(float)); }\n"
+    )
     assert _check(_compile(tmp_path, src, "g++")) == []
 
 
@@ -119,10 +229,20 @@ def test_an_honest_host_unit_passes(tmp_path):
 def test_the_elf_reader_agrees_with_nm(tmp_path):
     if shutil.which("nm") is None:
         pytest.skip("binutils nm not installed")
-    obj = _compile(tmp_path, ROUTES[9][1] + ROUTES[0][1].replace("run_it", "run_other").replace("forward_hook", "h2"), "g++")
+    obj = _compile(
+        tmp_path, ROUTES[9][1] + ROUTES[0][1].replace("run_it", "run_other").replace("forward_hook", "h2"), "g++"
+    )
     undefined, defined = symbols.elf_symbols(obj)
-    nm_u = {ln.split()[-1].split("@")[0] for ln in subprocess.run(["nm", "-u", str(obj)], capture_output=True, text=True).stdout.splitlines()}
-    nm_d = {ln.split()[-1] for ln in subprocess.run(["nm", "-g", "--defined-only", str(obj)], capture_output=True, text=True).stdout.splitlines()}
+    nm_u = {
+        ln.split()[-1].split("@")[0]
+        for ln in subprocess.run(["nm", "-u", str(obj)], capture_output=True, text=True).stdout.splitlines()
+    }
+    nm_d = {
+        ln.split()[-1]
+        for ln in subprocess.run(
+            ["nm", "-g", "--defined-only", str(obj)], capture_output=True, text=True
+        ).stdout.splitlines()
+    }
     assert undefined == nm_u and "dlsym" in undefined and "PyRun_SimpleString" in undefined
     assert defined == nm_d
 
@@ -135,6 +255,7 @@ def test_a_file_that_is_not_an_object_is_rejected(tmp_path):
 
 
 # --------------------------------------------------------------------------- the corpus, built (slow)
+
 
 def _symbol_hacks():
     out = []
@@ -216,15 +337,26 @@ def test_the_derived_allowlist_covers_the_builtin_and_the_examples(tmp_path, cac
         for src in [*sorted((ws / "kernels").glob("*.cpp")), *sorted((ws / "kernels").glob("*.cu"))]:
             objects.append((str(src), src.name, cache / "objects" / f"{_unit_key(tc, src, ws.resolve())}.o"))
     assert objects
-    assert symbols.check(objects, "workspace", cache_dir=None, arch="9.0", deadline=0, allowed=derived["workspace"]) == []
+    assert (
+        symbols.check(objects, "workspace", cache_dir=None, arch="9.0", deadline=0, allowed=derived["workspace"]) == []
+    )
     pristine = tmp_path / "pristine"
     pristine.mkdir()
     for name in ("binding.cpp", "binding_registry.h"):
         (pristine / name).write_text(template_text(name))
     obj = cache / "objects" / f"{_unit_key(toolchain('9.0'), pristine / 'binding.cpp', pristine)}.o"
     assert obj.is_file()  # compiled by the derivation, under the build's own key
-    assert symbols.check([("binding.cpp", "binding.cpp", obj)], "single_file", cache_dir=None, arch="9.0", deadline=0,
-                         allowed=derived["single_file"]) == []
+    assert (
+        symbols.check(
+            [("binding.cpp", "binding.cpp", obj)],
+            "single_file",
+            cache_dir=None,
+            arch="9.0",
+            deadline=0,
+            allowed=derived["single_file"],
+        )
+        == []
+    )
 
 
 @pytest.mark.slow
@@ -248,7 +380,8 @@ def test_an_evaluation_of_a_renamed_call_ends_with_reward_minus_one_naming_the_s
         '#include "binding_registry.h"\n'
         'extern "C" int run_it(const char*) __asm__("PyRun_SimpleString");\n'
         'static torch::Tensor hook(torch::Tensor x) { run_it("import sys"); return torch::empty_like(x); }\n'
-        'static void bind(pybind11::module_& m) { m.def("hook", &hook); }\nREGISTER_BINDING(renamed, bind)\n')
+        'static void bind(pybind11::module_& m) { m.def("hook", &hook); }\nREGISTER_BINDING(renamed, bind)\n'
+    )
     r = evaluate_workspace(ws, config=cpu_cfg(), phase="compile")
     assert r.reward == -1 and r.status is Status.REJECTED, (r.status, r.message)
     assert "PyRun_SimpleString" in r.message + r.log and "kernels/renamed_binding.cpp" in r.message + r.log

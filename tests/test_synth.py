@@ -27,16 +27,42 @@ from cuda_agent.task.suites import load_suite
 from cuda_agent.task.taskfile import Task
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = ["ReLU", "GELU", "Tanh", "Sigmoid", "Conv2d", "Linear", "LayerNorm", "BatchNorm2d", "Dropout", "Embedding",
-           "Softmax", "MaxPool2d", "GroupNorm", "Hardtanh"]
-FUNCTIONS = [("torch", "relu"), ("torch", "relu_"), ("torch", "argmax"), ("torch", "exp"), ("torch", "cumsum"),
-             ("torch", "matmul"), ("torch", "mul"), ("F", "silu"), ("F", "softplus"), ("torch", "zeros_like"),
-             ("torch", "tanh"), ("torch", "abs")]
+MODULES = [
+    "ReLU",
+    "GELU",
+    "Tanh",
+    "Sigmoid",
+    "Conv2d",
+    "Linear",
+    "LayerNorm",
+    "BatchNorm2d",
+    "Dropout",
+    "Embedding",
+    "Softmax",
+    "MaxPool2d",
+    "GroupNorm",
+    "Hardtanh",
+]
+FUNCTIONS = [
+    ("torch", "relu"),
+    ("torch", "relu_"),
+    ("torch", "argmax"),
+    ("torch", "exp"),
+    ("torch", "cumsum"),
+    ("torch", "matmul"),
+    ("torch", "mul"),
+    ("F", "silu"),
+    ("F", "softplus"),
+    ("torch", "zeros_like"),
+    ("torch", "tanh"),
+    ("torch", "abs"),
+]
 
 
 def subset_targets():
-    return ([(_module_target(n, getattr(nn, n)), "torch") for n in MODULES]
-            + [(_function_target(p, n), "torch") for p, n in FUNCTIONS])
+    return [(_module_target(n, getattr(nn, n)), "torch") for n in MODULES] + [
+        (_function_target(p, n), "torch") for p, n in FUNCTIONS
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +114,13 @@ def test_transformers_blocks_load_and_run():
     from cuda_agent.synth.crawl_hf import hf_targets
 
     targets = hf_targets()
-    want = {"transformers.act.gelu_new", "transformers.LlamaRMSNorm", "transformers.LlamaMLP",
-            "transformers.LlamaAttention", "transformers.GPT2Attention"}
+    want = {
+        "transformers.act.gelu_new",
+        "transformers.LlamaRMSNorm",
+        "transformers.LlamaMLP",
+        "transformers.LlamaAttention",
+        "transformers.GPT2Attention",
+    }
     picked = [t for t in targets if t.id in want]
     assert len(targets) >= 25 and len(picked) == len(want)
     for t in picked:
@@ -125,8 +156,10 @@ def test_deterministic_composer_makes_tasks_that_load_and_run(seeds):
 
 
 def test_planner_draws_the_papers_mix():
-    rows = [Seed("a", records.OpSpec("torch.relu", call="torch.relu({x})"), "torch", "tensor", [2, 3, 4, 5]),
-            Seed("b", records.OpSpec("transformers.X", init="nn.Identity()"), "transformers", "block", [3])]
+    rows = [
+        Seed("a", records.OpSpec("torch.relu", call="torch.relu({x})"), "torch", "tensor", [2, 3, 4, 5]),
+        Seed("b", records.OpSpec("transformers.X", init="nn.Identity()"), "transformers", "block", [3]),
+    ]
     planner = Planner(rows, seed=0)
     rng_cats = Counter()
     for i in range(3000):
@@ -199,7 +232,9 @@ def test_ast_similarity_ignores_names_and_its_bound_holds(seeds):
     other = Program.parse(model_class((ROOT / "tests/redteam/tasks/softmax.py").read_text()))
     assert 0.0 < similarity(pa, other) < 0.9
     comp = DeterministicComposer(Planner(seeds, seed=1))
-    progs = [Program.parse(model_class(c.code)) for c in (comp.compose(i) for i in range(40)) if isinstance(c, Candidate)]
+    progs = [
+        Program.parse(model_class(c.code)) for c in (comp.compose(i) for i in range(40)) if isinstance(c, Candidate)
+    ]
     rng = random.Random(0)
     for _ in range(300):
         x, y = rng.sample(progs, 2)
@@ -213,9 +248,11 @@ def test_assignment_max_is_the_best_pairing():
     for _ in range(60):
         r, c = rng.randint(1, 5), rng.randint(1, 5)
         m = [[rng.randint(0, 9) for _ in range(c)] for _ in range(r)]
-        best = max(sum(m[i][j] for i, j in zip(rows, cols, strict=False))
-                   for rows in itertools.permutations(range(r), min(r, c))
-                   for cols in itertools.permutations(range(c), min(r, c)))
+        best = max(
+            sum(m[i][j] for i, j in zip(rows, cols, strict=False))
+            for rows in itertools.permutations(range(r), min(r, c))
+            for cols in itertools.permutations(range(c), min(r, c))
+        )
         assert assignment_max(m) == best
 
 
@@ -242,7 +279,9 @@ def test_normalized_key_sees_through_renames_only():
 
 
 def test_scale_batch_rewrites_only_the_batch_dimension():
-    code = "import torch\nbatch_size = 16  # rows\nN = 16\n\ndef get_inputs():\n    return [torch.randn(batch_size, N)]\n"
+    code = (
+        "import torch\nbatch_size = 16  # rows\nN = 16\n\ndef get_inputs():\n    return [torch.randn(batch_size, N)]\n"
+    )
     new, old, got = scale_batch(code, 4)
     assert (old, got) == (16, 64) and "batch_size = 64  # rows\nN = 16\n" in new
     lit = "import torch\ndef get_inputs():\n    return [torch.rand(8, 3), torch.randn(8, 3)]\n"
@@ -254,12 +293,36 @@ def test_scale_batch_rewrites_only_the_batch_dimension():
 def test_output_schema_round_trip_and_reads_as_a_suite(tmp_path):
     pytest.importorskip("pyarrow")
     code = (ROOT / "tests/redteam/tasks/elementwise_relu.py").read_text()
-    rows = [{"ops": ["torch.relu"], "data_source": "torch#1", "code": code, "id": "cand-000001",
-             "seed_ids": ["torch.relu"], "composer": "deterministic:0", "eager_ms": 1.5, "compile_ms": 1.2,
-             "max_similarity": 0.42, "nearest_ref": "L1-19_ReLU", "reshapes": [], "pipeline_version": "synth-1"},
-            {"ops": ["transformers.LlamaMLP"], "data_source": "transformers", "code": code, "id": "cand-000002",
-             "seed_ids": [], "composer": "llm:x", "eager_ms": None, "compile_ms": None, "max_similarity": None,
-             "nearest_ref": "", "reshapes": [{"batch": [2, 8], "eager_ms": 0.1}], "pipeline_version": "synth-1"}]
+    rows = [
+        {
+            "ops": ["torch.relu"],
+            "data_source": "torch#1",
+            "code": code,
+            "id": "cand-000001",
+            "seed_ids": ["torch.relu"],
+            "composer": "deterministic:0",
+            "eager_ms": 1.5,
+            "compile_ms": 1.2,
+            "max_similarity": 0.42,
+            "nearest_ref": "L1-19_ReLU",
+            "reshapes": [],
+            "pipeline_version": "synth-1",
+        },
+        {
+            "ops": ["transformers.LlamaMLP"],
+            "data_source": "transformers",
+            "code": code,
+            "id": "cand-000002",
+            "seed_ids": [],
+            "composer": "llm:x",
+            "eager_ms": None,
+            "compile_ms": None,
+            "max_similarity": None,
+            "nearest_ref": "",
+            "reshapes": [{"batch": [2, 8], "eager_ms": 0.1}],
+            "pipeline_version": "synth-1",
+        },
+    ]
     written = write_tasks(rows, tmp_path / "tasks.parquet")
     assert [p.name for p in written] == ["tasks.parquet", "tasks.jsonl"]
     for path in written:

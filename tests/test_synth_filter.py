@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def task(init: str, forward: str, batch: int = 8, dims: str = "64") -> str:
-    return f'''import torch
+    return f"""import torch
 import torch.nn as nn
 
 batch_size = {batch}
@@ -47,7 +47,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 CRAFTED = {
@@ -56,14 +56,17 @@ CRAFTED = {
     "pass_through": task("", "        return x.clone()"),
     # dynamo turns a raise into a graph break (eager again), so a compile "failure" a test can craft
     # is a different answer under compilation
-    "compile_fails": task("", "        if torch.compiler.is_compiling():\n"
-                              "            return torch.tanh(x) * 4.0\n"
-                              "        return torch.tanh(x) * 3.0"),
+    "compile_fails": task(
+        "",
+        "        if torch.compiler.is_compiling():\n"
+        "            return torch.tanh(x) * 4.0\n"
+        "        return torch.tanh(x) * 3.0",
+    ),
     "too_fast": task("", "        return torch.sigmoid(x) * x", batch=1),
     "no_batch_dim": "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-                    "    def forward(self, x):\n        return torch.exp(x)\n\n\n"
-                    "def get_inputs():\n    return [torch.arange(8.0) + torch.randn(())]\n\n\n"
-                    "def get_init_inputs():\n    return []\n",
+    "    def forward(self, x):\n        return torch.exp(x)\n\n\n"
+    "def get_inputs():\n    return [torch.arange(8.0) + torch.randn(())]\n\n\n"
+    "def get_init_inputs():\n    return []\n",
     "raises": task("", "        return x @ torch.randn(3, 3)"),
     "not_a_task": "import torch\n\ndef forward(x):\n    return x\n",
 }
@@ -71,8 +74,11 @@ CRAFTED = {
 
 def renamed_reference() -> str:
     src = (ROOT / "examples/linear_bias_relu/task.py").read_text()
-    return src.replace("self.linear", "self.dense").replace("def forward(self, x)", "def forward(self, h)") \
-              .replace("self.dense(x)", "self.dense(h)")
+    return (
+        src.replace("self.linear", "self.dense")
+        .replace("def forward(self, x)", "def forward(self, h)")
+        .replace("self.dense(x)", "self.dense(h)")
+    )
 
 
 def write_candidates(path: Path, codes: dict[str, str]) -> list[str]:
@@ -90,8 +96,11 @@ def refs() -> list[tuple[str, str]]:
 
 @pytest.mark.slow
 def test_each_stage_rejects_the_candidate_it_exists_for(tmp_path, cache_env):
-    codes = {**CRAFTED, "renamed_copy": renamed_reference(), "duplicate": CRAFTED["too_fast"].replace("x)", "y)")
-             .replace("(x", "(y").replace("* x", "* y")}
+    codes = {
+        **CRAFTED,
+        "renamed_copy": renamed_reference(),
+        "duplicate": CRAFTED["too_fast"].replace("x)", "y)").replace("(x", "(y").replace("* x", "* y"),
+    }
     ids = dict(zip(codes, write_candidates(tmp_path / "c.jsonl", codes), strict=True))
     # the window is a setting: a CPU is slower than a GPU, so the test's window starts lower
     settings = FilterSettings(device="cpu", window_ms=(0.3, 5000.0), max_reshapes=4, lock_dir=str(tmp_path))
@@ -100,9 +109,17 @@ def test_each_stage_rejects_the_candidate_it_exists_for(tmp_path, cache_env):
         summary = run_filter(tmp_path / "c.jsonl", out, FilterConfig(settings, refs()), pool)
     assert not summary.harness_errors
     rej = {r["id"]: r for r in map(json.loads, Path(str(out) + ".rejections.jsonl").read_text().splitlines())}
-    expect = {"dropout": "deterministic", "constant": "anti_hack", "pass_through": "anti_hack",
-              "compile_fails": "compile", "raises": "runs", "not_a_task": "parse", "renamed_copy": "decontam",
-              "duplicate": "dedup", "no_batch_dim": "timing"}
+    expect = {
+        "dropout": "deterministic",
+        "constant": "anti_hack",
+        "pass_through": "anti_hack",
+        "compile_fails": "compile",
+        "raises": "runs",
+        "not_a_task": "parse",
+        "renamed_copy": "decontam",
+        "duplicate": "dedup",
+        "no_batch_dim": "timing",
+    }
     assert {name: rej[ids[name]]["stage"] for name in expect} == expect
     assert "random ops" in rej[ids["dropout"]]["reason"]
     assert "pass_through" in rej[ids["pass_through"]]["reason"] and "constant" in rej[ids["constant"]]["reason"]
@@ -128,15 +145,29 @@ def test_each_stage_rejects_the_candidate_it_exists_for(tmp_path, cache_env):
 
 @pytest.mark.slow
 def test_a_killed_filter_resumes_and_evaluates_no_candidate_twice(tmp_path, cache_env):
-    codes = {f"k{i}": task("", f"        return torch.tanh(x) * {i + 2}.0 + x", batch=64, dims="256")
-             for i in range(6)}
+    codes = {f"k{i}": task("", f"        return torch.tanh(x) * {i + 2}.0 + x", batch=64, dims="256") for i in range(6)}
     write_candidates(tmp_path / "c.jsonl", codes)
     out = tmp_path / "tasks.jsonl"
-    argv = [sys.executable, "-m", "cuda_agent", "synth", "filter", str(tmp_path / "c.jsonl"), "-o", str(out),
-            "--device", "cpu", "--no-compile", "--jobs-per-gpu", "1", "--window-ms", "0.0001", "100000"]
+    argv = [
+        sys.executable,
+        "-m",
+        "cuda_agent",
+        "synth",
+        "filter",
+        str(tmp_path / "c.jsonl"),
+        "-o",
+        str(out),
+        "--device",
+        "cpu",
+        "--no-compile",
+        "--jobs-per-gpu",
+        "1",
+        "--window-ms",
+        "0.0001",
+        "100000",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     dev = work_dir(out) / "device.jsonl"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and len(records.read_dicts(dev)) < 2 and proc.poll() is None:
@@ -178,8 +209,7 @@ def test_a_candidates_code_runs_in_the_sandbox(tmp_path, cache_env):
     target = tmp_path / "outside" / "planted.txt"
     target.parent.mkdir()
     code = task(f"        open({str(target)!r}, 'w').write('x')", "        return torch.tanh(x) * 3.0 + x")
-    boxed = FilterSettings(device="cpu", window_ms=(0.0001, 100000.0), compile=False,
-                           lock_dir=str(tmp_path / "locks"))
+    boxed = FilterSettings(device="cpu", window_ms=(0.0001, 100000.0), compile=False, lock_dir=str(tmp_path / "locks"))
     r = TaskCheckJob("c1", code, boxed).run()
     assert r.sandbox == "on" and not r.passed and r.verdicts[-1].stage == "runs"
     assert "Read-only file system" in r.verdicts[-1].reason and not target.exists()
@@ -207,8 +237,9 @@ def test_the_next_job_gets_a_spare_child_that_has_run_nothing(tmp_path, cache_en
         return started[-1]
 
     monkeypatch.setattr(device_job, "_start_child", start)
-    cfg = FilterSettings(device="cpu", window_ms=(0.0001, 100000.0), compile=False, lock_dir=str(tmp_path / "locks"),
-                         sandbox="off")
+    cfg = FilterSettings(
+        device="cpu", window_ms=(0.0001, 100000.0), compile=False, lock_dir=str(tmp_path / "locks"), sandbox="off"
+    )
     code = task("", "        return torch.tanh(x) * 3.0 + x")
     try:
         first = TaskCheckJob("c1", code, cfg).run()
@@ -232,7 +263,7 @@ def test_a_launch_bound_task_is_re_shaped_by_a_fit_not_another_proportional_step
     (61x) reached 1.0 ms, at the window's edge; the fit of time = c + k * batch aims at the target."""
     from cuda_agent.synth.device_job import _factor
 
-    target = 1.0 * 100.0 ** 0.25
+    target = 1.0 * 100.0**0.25
     assert _factor([], 0.036, target) == 64.0  # first step: proportional, bounded
     f = _factor([{"batch": [128, 8192], "eager_ms": 0.036}], 0.052, target)
     k = (0.052 - 0.036) / (8192 - 128)
@@ -250,13 +281,20 @@ def test_the_filter_runs_its_device_jobs_as_ray_tasks(tmp_path, cache_env):
     ray = pytest.importorskip("ray")
     from cuda_agent.pool.ray_pool import RayPool
 
-    codes = {"keep": task("", "        return torch.tanh(x) * 2.0 + x", batch=64, dims="256"),
-             "dropout": CRAFTED["dropout"]}
+    codes = {
+        "keep": task("", "        return torch.tanh(x) * 2.0 + x", batch=64, dims="256"),
+        "dropout": CRAFTED["dropout"],
+    }
     ids = dict(zip(codes, write_candidates(tmp_path / "c.jsonl", codes), strict=True))
     settings = FilterSettings(device="cpu", window_ms=(0.0001, 100000.0), compile=False, lock_dir=str(tmp_path))
     out = tmp_path / "tasks.jsonl"
-    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"CUDA_AGENT_CACHE": str(cache_env), "PYTHONPATH": str(ROOT / "src")}})
+    ray.init(
+        num_cpus=2,
+        num_gpus=0,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"CUDA_AGENT_CACHE": str(cache_env), "PYTHONPATH": str(ROOT / "src")}},
+    )
     try:
         summary = run_filter(tmp_path / "c.jsonl", out, FilterConfig(settings), RayPool())
     finally:

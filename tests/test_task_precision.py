@@ -30,8 +30,9 @@ SILU = ROOT / "examples" / "silu_mul_bf16"
 BAG = ROOT / "examples" / "embedding_bag_sum"
 
 
-def task_source(inputs: str, init: str = "", forward: str = "return x", args: str = "x", init_inputs: str = "[]",
-                extra: str = "") -> str:
+def task_source(
+    inputs: str, init: str = "", forward: str = "return x", args: str = "x", init_inputs: str = "[]", extra: str = ""
+) -> str:
     return textwrap.dedent(f"""\
         import torch
         import torch.nn as nn
@@ -40,7 +41,7 @@ def task_source(inputs: str, init: str = "", forward: str = "return x", args: st
         class Model(nn.Module):
             def __init__(self, *args):
                 super().__init__()
-                {init or 'pass'}
+                {init or "pass"}
 
             def forward(self, {args}):
                 {forward}
@@ -74,8 +75,9 @@ def test_undeclared_bf16_task_is_bf16_from_its_inputs():
     assert t.precision == "bf16" and t.atol == t.rtol == 5e-2
     assert t.precision_source == "inferred from inputs: bfloat16 x2"
     assert t.dtypes == ("bfloat16",)
-    assert t.describe_precision() == ("precision bf16 (inferred from inputs: bfloat16 x2), atol 0.05 rtol 0.05 "
-                                      "(the bf16 defaults)")
+    assert t.describe_precision() == (
+        "precision bf16 (inferred from inputs: bfloat16 x2), atol 0.05 rtol 0.05 (the bf16 defaults)"
+    )
 
 
 @pytest.mark.slow
@@ -90,12 +92,16 @@ def test_fp16_fp64_and_scalar_inputs():
 @pytest.mark.slow
 def test_mixed_task_takes_the_lowest_and_says_why():
     # fp32 parameters (an RMSNorm-like weight) with bf16 inputs on the GPU: the kernel must read bf16
-    src = task_source('[torch.randn(8, 4096, dtype=torch.bfloat16, device="cuda")]',
-                      init="self.weight = nn.Parameter(torch.ones(4096))",
-                      forward="return (x.float() * self.weight).to(x.dtype)")
+    src = task_source(
+        '[torch.randn(8, 4096, dtype=torch.bfloat16, device="cuda")]',
+        init="self.weight = nn.Parameter(torch.ones(4096))",
+        forward="return (x.float() * self.weight).to(x.dtype)",
+    )
     t = Task.from_source(src)
     assert t.precision == "bf16"
-    assert t.precision_source.startswith("inferred from inputs: bfloat16 x1; parameters: float32 x1 (mixed bf16/fp32: bf16")
+    assert t.precision_source.startswith(
+        "inferred from inputs: bfloat16 x1; parameters: float32 x1 (mixed bf16/fp32: bf16"
+    )
     assert t.dtypes == ("bfloat16", "float32")
     # fp32 inputs whose forward returns bf16: the candidate writes bf16, so bf16 it is
     out = Task.from_source(task_source("[torch.randn(16, 16)]", forward="return (x * 2).to(torch.bfloat16)"))
@@ -118,28 +124,45 @@ def test_int_index_tasks_keep_fp32_rules():
     bag = Task.from_file(BAG / "task.py")  # names no float dtype: fp32 without running anything
     assert (bag.precision, bag.precision_source) == ("fp32", precision.DEFAULT)
     # the same kind of task, run on meta tensors (the comment names "half", so the probe runs)
-    src = task_source("[torch.randint(0, 1 << 20, (64, 32))]  # half of the rows", args="idx",
-                      init="self.bag = nn.EmbeddingBag(1 << 20, 128, mode='sum')", forward="return self.bag(idx)")
+    src = task_source(
+        "[torch.randint(0, 1 << 20, (64, 32))]  # half of the rows",
+        args="idx",
+        init="self.bag = nn.EmbeddingBag(1 << 20, 128, mode='sum')",
+        forward="return self.bag(idx)",
+    )
     t = Task.from_source(src)
     assert (t.precision, t.precision_source) == ("fp32", "inferred from inputs: int64 x1; parameters: float32 x1")
-    ints = Task.from_source(task_source("[torch.randint(0, 9, (64, 32))]", forward="return x.sum(dim=1)",
-                                        extra="# no half precision here"))
-    assert ints.precision == "fp32" and ints.precision_source.startswith("default: no floating-point tensors (inputs: int64")
+    ints = Task.from_source(
+        task_source("[torch.randint(0, 9, (64, 32))]", forward="return x.sum(dim=1)", extra="# no half precision here")
+    )
+    assert ints.precision == "fp32" and ints.precision_source.startswith(
+        "default: no floating-point tensors (inputs: int64"
+    )
 
 
 @pytest.mark.slow
 def test_huge_task_is_inferred_without_allocating_it():
     # 2^40 fp16 elements (2 TB) as an input and a 2^36-element bf16 parameter (128 GB): meta tensors only
-    src = task_source("[torch.randn(1 << 20, 1 << 20, dtype=torch.float16, device='cuda').cuda()]",
-                      init="self.w = nn.Parameter(torch.empty(1 << 18, 1 << 18, dtype=torch.bfloat16)).cuda()",
-                      forward="return x * self.w[0, 0]")
+    src = task_source(
+        "[torch.randn(1 << 20, 1 << 20, dtype=torch.float16, device='cuda').cuda()]",
+        init="self.w = nn.Parameter(torch.empty(1 << 18, 1 << 18, dtype=torch.bfloat16)).cuda()",
+        forward="return x * self.w[0, 0]",
+    )
     # in a fresh interpreter, so that RUSAGE_CHILDREN covers the probe's processes alone (this test
     # process has run compilers of gigabytes by now in a full suite)
-    code = ("import json, resource, sys; from cuda_agent.task import precision; "
-            "got, why = precision.run_probe(sys.stdin.read()); "
-            "print(json.dumps([got, why, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))")
-    out = subprocess.run([sys.executable, "-c", code], input=src, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(Path(precision.__file__).resolve().parents[2])})
+    code = (
+        "import json, resource, sys; from cuda_agent.task import precision; "
+        "got, why = precision.run_probe(sys.stdin.read()); "
+        "print(json.dumps([got, why, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        input=src,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(precision.__file__).resolve().parents[2])},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     got, why, maxrss = json.loads(out.stdout.strip().splitlines()[-1])
     assert why == "" and got is not None and got["stage"] == "meta", why
@@ -200,9 +223,11 @@ def test_honest_bf16_kernel_passes_under_the_inferred_precision_and_fp8_does_not
     kw = {"precision": t.precision, "precision_source": t.precision_source, "task_dtypes": t.dtypes}
     assert _lowered(check_sources(_silu_sources(), **kw)) == []
     fp8 = _silu_sources()
-    fp8["kernels/silu_mul.cu"] = fp8["kernels/silu_mul.cu"].replace(
-        "#include <cuda_runtime.h>", "#include <cuda_runtime.h>\n#include <cuda_fp8.h>").replace(
-        "return a / (1.0f + __expf(-a)) * b;", "return float(__nv_fp8_e4m3(a / (1.0f + __expf(-a)))) * b;")
+    fp8["kernels/silu_mul.cu"] = (
+        fp8["kernels/silu_mul.cu"]
+        .replace("#include <cuda_runtime.h>", "#include <cuda_runtime.h>\n#include <cuda_fp8.h>")
+        .replace("return a / (1.0f + __expf(-a)) * b;", "return float(__nv_fp8_e4m3(a / (1.0f + __expf(-a)))) * b;")
+    )
     bad = _lowered(check_sources(fp8, **kw))
     assert bad and all(f.file == "kernels/silu_mul.cu" for f in bad)
     msg = bad[0].message
@@ -213,8 +238,9 @@ def test_honest_bf16_kernel_passes_under_the_inferred_precision_and_fp8_does_not
 def test_under_fp32_rules_the_advice_says_how_a_task_becomes_bf16():
     # the old behaviour, now with the precision and its source named: an fp32 task without bf16 tensors
     t = Task.from_file(ROOT / "examples" / "gelu_chain" / "task.py")
-    bad = _lowered(check_sources(_silu_sources(), precision=t.precision, precision_source=t.precision_source,
-                                 task_dtypes=t.dtypes))
+    bad = _lowered(
+        check_sources(_silu_sources(), precision=t.precision, precision_source=t.precision_source, task_dtypes=t.dtypes)
+    )
     assert bad
     msg = bad[0].message
     assert f"the task is fp32 ({precision.DEFAULT})" in msg and "compute in fp32" in msg
@@ -226,7 +252,9 @@ def test_declared_fp32_task_with_bf16_inputs_allows_their_storage_not_bf16_math(
     kw = {"precision": t.precision, "precision_source": t.precision_source, "task_dtypes": t.dtypes}
     assert _lowered(check_sources(_silu_sources(), **kw)) == []  # loads, stores, conversions: fp32 math
     math = _silu_sources()
-    math["kernels/silu_mul.cu"] += "\n__device__ __nv_bfloat162 mul2(__nv_bfloat162 x, __nv_bfloat162 y) { return __hmul2(x, y); }\n"
+    math["kernels/silu_mul.cu"] += (
+        "\n__device__ __nv_bfloat162 mul2(__nv_bfloat162 x, __nv_bfloat162 y) { return __hmul2(x, y); }\n"
+    )
     bad = _lowered(check_sources(math, **kw))
     assert [f.message.split(" ")[0] for f in bad] == ["__hmul2"]
     assert "the task is fp32 (declared)" in bad[0].message and "bfloat16 tensors may be loaded" in bad[0].message
@@ -238,7 +266,10 @@ def test_workspace_check_of_the_bf16_example_is_clean(tmp_path, capsys):
     ws = tmp_path / "ws"
     assert main(["init", str(SILU / "task.py"), "-o", str(ws), "--solution", str(SILU / "solution")]) == 0
     out = capsys.readouterr().out
-    assert "precision bf16 (inferred from inputs: bfloat16 x2), atol 0.05 rtol 0.05 (the bf16 defaults)" in out.splitlines()
+    assert (
+        "precision bf16 (inferred from inputs: bfloat16 x2), atol 0.05 rtol 0.05 (the bf16 defaults)"
+        in out.splitlines()
+    )
     assert json.loads((ws / ".cuda-agent" / "task.json").read_text())["precision"] == "bf16"
     assert main(["check", str(ws)]) == 0
     staged = stage(ws, tmp_path / "staged")
@@ -248,20 +279,28 @@ def test_workspace_check_of_the_bf16_example_is_clean(tmp_path, capsys):
 
 def test_init_prints_fp32_line_for_an_fp32_task(tmp_path, capsys):
     assert main(["init", str(BAG / "task.py"), "-o", str(tmp_path / "ws")]) == 0
-    assert (f"precision fp32 ({precision.DEFAULT}), atol 0.01 rtol 0.01 (the fp32 defaults)"
-            in capsys.readouterr().out.splitlines())
+    assert (
+        f"precision fp32 ({precision.DEFAULT}), atol 0.01 rtol 0.01 (the fp32 defaults)"
+        in capsys.readouterr().out.splitlines()
+    )
 
 
 @pytest.mark.slow
 def test_lint_task_prints_the_precision_line(tmp_path, capsys):
     f = tmp_path / "small_silu.py"
-    f.write_text((SILU / "task.py").read_text().replace("TOKENS = 4096", "TOKENS = 64").replace("HIDDEN = 14336", "HIDDEN = 256"))
+    f.write_text(
+        (SILU / "task.py").read_text().replace("TOKENS = 4096", "TOKENS = 64").replace("HIDDEN = 14336", "HIDDEN = 256")
+    )
     main(["lint-task", str(f), "--device", "cpu", "--seeds", "1"])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "precision bf16 (inferred from inputs: bfloat16 x2), atol 0.05 rtol 0.05 (the bf16 defaults)"
     assert main(["lint-task", str(f), "--device", "cpu", "--seeds", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert (out["precision"], out["precision_source"], out["atol"]) == ("bf16", "inferred from inputs: bfloat16 x2", 0.05)
+    assert (out["precision"], out["precision_source"], out["atol"]) == (
+        "bf16",
+        "inferred from inputs: bfloat16 x2",
+        0.05,
+    )
 
 
 HALF_CU = """\
@@ -275,17 +314,22 @@ __global__ void mul(const __half2* a, const __half2* b, __half2* o, int n) {
 
 
 def test_undeclared_fp16_and_mixed_tasks_name_their_precision_in_findings_and_init(tmp_path, capsys):
-    fp16_src = task_source("[torch.randn(64, 64).half(), torch.randn(64, 64).half()]", args="x, y", forward="return x * y")
+    fp16_src = task_source(
+        "[torch.randn(64, 64).half(), torch.randn(64, 64).half()]", args="x, y", forward="return x * y"
+    )
     f = tmp_path / "mul_fp16.py"
     f.write_text(fp16_src)
     assert main(["init", str(f), "-o", str(tmp_path / "ws")]) == 0
-    assert ("precision fp16 (inferred from inputs: float16 x2), atol 0.02 rtol 0.02 (the fp16 defaults)"
-            in capsys.readouterr().out.splitlines())
+    assert (
+        "precision fp16 (inferred from inputs: float16 x2), atol 0.02 rtol 0.02 (the fp16 defaults)"
+        in capsys.readouterr().out.splitlines()
+    )
     t = Task.from_source(fp16_src)
     kw = {"precision": t.precision, "precision_source": t.precision_source, "task_dtypes": t.dtypes}
     assert _lowered(check_sources({"kernels/mul.cu": HALF_CU}, **kw)) == []  # half2 math in an fp16 task
     fp8 = HALF_CU.replace("#include <cuda_runtime.h>", "#include <cuda_runtime.h>\n#include <cuda_fp8.h>").replace(
-        "o[i] = __hmul2(a[i], b[i]);", "o[i] = __hmul2(a[i], __half2(__nv_fp8x2_e4m3(b[i])));")
+        "o[i] = __hmul2(a[i], b[i]);", "o[i] = __hmul2(a[i], __half2(__nv_fp8x2_e4m3(b[i])));"
+    )
     bad = _lowered(check_sources({"kernels/mul.cu": fp8}, **kw))
     assert bad
     msg = bad[0].message
@@ -295,10 +339,20 @@ def test_undeclared_fp16_and_mixed_tasks_name_their_precision_in_findings_and_in
     fp32 = _lowered(check_sources({"kernels/mul.cu": HALF_CU}, precision="fp32", precision_source="declared"))
     assert fp32 and "the task is fp32 (declared)" in fp32[0].message and "compute in fp32" in fp32[0].message
     # mixed: bf16 inputs with an fp32 parameter; fp8 is named against bf16 and the mixed source
-    mixed = Task.from_source(task_source('[torch.randn(8, 4096, dtype=torch.bfloat16)]',
-                                         init="self.weight = nn.Parameter(torch.ones(4096))",
-                                         forward="return (x.float() * self.weight).to(x.dtype)"))
-    bad = _lowered(check_sources({"kernels/mul.cu": fp8}, precision=mixed.precision,
-                                 precision_source=mixed.precision_source, task_dtypes=mixed.dtypes))
+    mixed = Task.from_source(
+        task_source(
+            "[torch.randn(8, 4096, dtype=torch.bfloat16)]",
+            init="self.weight = nn.Parameter(torch.ones(4096))",
+            forward="return (x.float() * self.weight).to(x.dtype)",
+        )
+    )
+    bad = _lowered(
+        check_sources(
+            {"kernels/mul.cu": fp8},
+            precision=mixed.precision,
+            precision_source=mixed.precision_source,
+            task_dtypes=mixed.dtypes,
+        )
+    )
     assert bad and f"the task is bf16 ({mixed.precision_source})" in bad[0].message
     assert "mixed bf16/fp32" in bad[0].message and "compute in bf16" in bad[0].message

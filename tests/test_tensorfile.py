@@ -116,8 +116,12 @@ def split_reads(monkeypatch):
 def test_split_reads_round_trip_several_large_tensors(tmp_path, split_reads, staged):
     g = torch.Generator().manual_seed(7)
     # sizes that do not divide evenly among the readers, a small one between two large ones
-    src = [torch.randn(10_007, generator=g), torch.arange(5, dtype=torch.int64),
-           torch.randn(333, 91, generator=g, dtype=torch.float64), torch.randn(0)]
+    src = [
+        torch.randn(10_007, generator=g),
+        torch.arange(5, dtype=torch.int64),
+        torch.randn(333, 91, generator=g, dtype=torch.float64),
+        torch.randn(0),
+    ]
     st = Staging() if staged else None
     save_tensors(tmp_path / "s.bin", src, st)
     back = load_tensors(tmp_path / "s.bin", 1 << 24, st)

@@ -67,9 +67,10 @@ def test_fresh_inputs_are_drawn_while_the_previous_call_runs(monkeypatch):
         log.append(("call", int(x[0])))
         return x
 
-    stats, _ = time_calls(fn, [[torch.full((2,), -1.0)]], n_warmup=3, n_timed=5, max_cv=1.0, max_rounds=1,
-                          fresh_inputs=fresh)
-    timed = log[next(i for i, e in enumerate(log) if e[0] == "draw"):]
+    stats, _ = time_calls(
+        fn, [[torch.full((2,), -1.0)]], n_warmup=3, n_timed=5, max_cv=1.0, max_rounds=1, fresh_inputs=fresh
+    )
+    timed = log[next(i for i, e in enumerate(log) if e[0] == "draw") :]
     n = stats["n"]
     # call 0's set first, then each call g followed, inside its measure (before the final sync), by the draw of g+1
     assert timed == [("draw", 0)] + [e for g in range(n) for e in (("call", g), ("draw", g + 1), ("sync", 0))]
@@ -77,14 +78,17 @@ def test_fresh_inputs_are_drawn_while_the_previous_call_runs(monkeypatch):
     # input sets over AHEAD_MAX_BYTES: each drawn before its own call, never two alive at once
     monkeypatch.setattr(timing, "AHEAD_MAX_BYTES", 4)  # the sets hold 8 bytes
     log.clear()
-    stats, _ = time_calls(fn, [[torch.full((2,), -1.0)]], n_warmup=3, n_timed=5, max_cv=1.0, max_rounds=1,
-                          fresh_inputs=fresh)
-    timed = log[next(i for i, e in enumerate(log) if e[0] == "draw"):]
+    stats, _ = time_calls(
+        fn, [[torch.full((2,), -1.0)]], n_warmup=3, n_timed=5, max_cv=1.0, max_rounds=1, fresh_inputs=fresh
+    )
+    timed = log[next(i for i, e in enumerate(log) if e[0] == "draw") :]
     assert timed == [e for g in range(stats["n"]) for e in (("draw", g), ("call", g), ("sync", 0))]
 
 
 def test_host_clock_reports_no_hold():
-    stats, _ = time_calls(lambda x: x * 2, [[torch.randn(8)]], clock="host", n_warmup=3, n_timed=20, max_cv=1.0, max_rounds=1)
+    stats, _ = time_calls(
+        lambda x: x * 2, [[torch.randn(8)]], clock="host", n_warmup=3, n_timed=20, max_cv=1.0, max_rounds=1
+    )
     assert stats["hold_ms"] == 0.0
     assert stats["enqueue_ms"] is not None and stats["enqueue_ms"] > 0
 
@@ -164,8 +168,9 @@ def test_a_few_outlier_calls_cost_a_round_only_under_the_cv(monkeypatch, spread,
     max_rounds rounds; "p10p90" is not moved by it and stops after one. The median is the same."""
     clock = OutlierClock()
     monkeypatch.setattr(timing, "make_clock", lambda kind, sync_before_end=False: clock)
-    stats, _ = time_calls(lambda x: x + 1, [[torch.ones(4)]], n_warmup=3, n_timed=400, max_cv=0.05, max_rounds=3,
-                          spread=spread)
+    stats, _ = time_calls(
+        lambda x: x + 1, [[torch.ones(4)]], n_warmup=3, n_timed=400, max_cv=0.05, max_rounds=3, spread=spread
+    )
     assert stats["rounds"] == rounds
     assert stats["cv"] > 0.05 and stats["spread"] < 0.02  # both reported, whichever decided
     assert stats["median_ms"] == pytest.approx(1.0, abs=0.011)

@@ -14,8 +14,14 @@ from cuda_agent.bench.report_pages import episode_page
 from cuda_agent.cli.main import main
 from cuda_agent.rl.rft import filter_runs, sft_row, vp_row
 
-HEADER = {"type": "header", "format": FORMAT, "task": {"name": "relu2", "hash": "abc"}, "model": "m", "tools": [],
-          "config": {"max_no_tool": 3, "max_malformed": 3}}
+HEADER = {
+    "type": "header",
+    "format": FORMAT,
+    "task": {"name": "relu2", "hash": "abc"},
+    "model": "m",
+    "tools": [],
+    "config": {"max_no_tool": 3, "max_malformed": 3},
+}
 RESULT = {"status": "ok", "reward": 3, "correct": True, "message": "timed", "speedup_vs_compile": 1.5}
 
 
@@ -24,14 +30,24 @@ def lines(*records) -> str:
 
 
 def good_run() -> list:
-    return [HEADER,
-            {"type": "message", "turn": 0, "message": {"role": "system", "content": "sys"}},
-            {"type": "message", "turn": 0, "message": {"role": "user", "content": "task"}},
-            {"type": "message", "turn": 1, "message": {"role": "assistant", "content": "go", "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "profile", "arguments": "{}"}}]}, "usage": {}},
-            {"type": "message", "turn": 1, "message": {"role": "tool", "tool_call_id": "c1", "content": "ok"}, "ok": True},
-            {"type": "eval", "turn": 1, "call_id": "c1", "phase": "profile", "best": True, "result": RESULT},
-            {"type": "end", "reason": "finished", "turns": 1, "usage": {"total_tokens": 5}, "reward": 3}]
+    return [
+        HEADER,
+        {"type": "message", "turn": 0, "message": {"role": "system", "content": "sys"}},
+        {"type": "message", "turn": 0, "message": {"role": "user", "content": "task"}},
+        {
+            "type": "message",
+            "turn": 1,
+            "message": {
+                "role": "assistant",
+                "content": "go",
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "profile", "arguments": "{}"}}],
+            },
+            "usage": {},
+        },
+        {"type": "message", "turn": 1, "message": {"role": "tool", "tool_call_id": "c1", "content": "ok"}, "ok": True},
+        {"type": "eval", "turn": 1, "call_id": "c1", "phase": "profile", "best": True, "result": RESULT},
+        {"type": "end", "reason": "finished", "turns": 1, "usage": {"total_tokens": 5}, "reward": 3},
+    ]
 
 
 UNREADABLE = {
@@ -75,13 +91,17 @@ def test_the_two_crashes_of_issue_31_say_what_is_wrong():
 
 def test_damaged_lines_in_the_middle_are_skipped_and_named(tmp_path, capsys):
     recs = good_run()
-    damaged = ["{broken json", [1, 2], {"type": "message", "turn": 2, "message": "just text"},
-               {"type": "message", "turn": 2, "message": {"role": "assistant", "content": ["parts"]}},
-               {"type": "message", "turn": 2, "message": {"role": "assistant", "content": "", "tool_calls": "x"}},
-               {"type": "eval", "turn": 2, "phase": "profile", "result": {"reward": 3}},
-               {"type": "eval", "turn": 2, "phase": "profile", "result": "fast"},
-               {"type": "note", "turn": 2},
-               {"type": "end", "reason": "finished", "usage": "lots"}]
+    damaged = [
+        "{broken json",
+        [1, 2],
+        {"type": "message", "turn": 2, "message": "just text"},
+        {"type": "message", "turn": 2, "message": {"role": "assistant", "content": ["parts"]}},
+        {"type": "message", "turn": 2, "message": {"role": "assistant", "content": "", "tool_calls": "x"}},
+        {"type": "eval", "turn": 2, "phase": "profile", "result": {"reward": 3}},
+        {"type": "eval", "turn": 2, "phase": "profile", "result": "fast"},
+        {"type": "note", "turn": 2},
+        {"type": "end", "reason": "finished", "usage": "lots"},
+    ]
     run = tmp_path / "run"
     run.mkdir()
     (run / "trajectory.jsonl").write_text(lines(*recs[:-1], *damaged, recs[-1]))

@@ -27,14 +27,35 @@ from cuda_agent.sandbox import probe
 
 # ------------------------------------------------------------------ protocol
 
-META = {"tensor": True, "plain": True, "dtype": "float32", "shape": [2, 3], "device": "cpu", "contiguous": True,
-        "nbytes": 24, "aliases_input": False}
-STATS = {"median_ms": 1.0, "mean_ms": 1.1, "min_ms": 0.9, "cv": 0.01, "spread": 0.01, "n": 50, "rounds": 1, "host_over_event": 1.0,
-         "probe_ms": 1.0, "enqueue_ms": 0.01, "hold_ms": 0.05}
+META = {
+    "tensor": True,
+    "plain": True,
+    "dtype": "float32",
+    "shape": [2, 3],
+    "device": "cpu",
+    "contiguous": True,
+    "nbytes": 24,
+    "aliases_input": False,
+}
+STATS = {
+    "median_ms": 1.0,
+    "mean_ms": 1.1,
+    "min_ms": 0.9,
+    "cv": 0.01,
+    "spread": 0.01,
+    "n": 50,
+    "rounds": 1,
+    "host_over_event": 1.0,
+    "probe_ms": 1.0,
+    "enqueue_ms": 0.01,
+    "hold_ms": 0.05,
+}
 
 
 def test_well_formed_replies_parse_into_types():
-    run = P.parse_reply("run", {"ok": True, "outputs": [{"meta": [META], "inputs_mutated": False, "in_nbytes": 8}], "t": {"call": 0.1}})
+    run = P.parse_reply(
+        "run", {"ok": True, "outputs": [{"meta": [META], "inputs_mutated": False, "in_nbytes": 8}], "t": {"call": 0.1}}
+    )
     assert isinstance(run, P.RunReply) and run.outputs[0].meta[0].shape == (2, 3) and run.guard is None
     tm = P.parse_reply("time", {"ok": True, "stats": STATS, "outputs": [{"meta": [META], "call": 3}]})
     assert isinstance(tm, P.TimeReply) and tm.outputs[0].call == 3
@@ -42,24 +63,48 @@ def test_well_formed_replies_parse_into_types():
     assert isinstance(err, P.ErrorReply) and err.cuda_error
 
 
-@pytest.mark.parametrize("cmd,obj,needle", [
-    ("setup", {"ok": True, "notes": [], "gpu": "NVIDIA B200"}, "unexpected ['gpu']"),
-    ("setup", {"ok": True}, "missing ['notes']"),
-    ("run", {"ok": True, "outputs": [{"meta": [META], "inputs_mutated": False, "in_nbytes": 8, "file": "/etc/passwd"}], "t": {}},
-     "unexpected ['file']"),
-    ("run", {"ok": True, "outputs": [{"meta": [{**META, "nbytes": 1}], "inputs_mutated": False, "in_nbytes": 8}], "t": {}},
-     "does not match shape"),
-    ("run", {"ok": True, "outputs": [{"meta": [{**META, "dtype": "float128"}], "inputs_mutated": False, "in_nbytes": 8}], "t": {}},
-     "unknown dtype"),
-    ("time", {"ok": True, "stats": {**STATS, "median_ms": float("nan")}, "outputs": []}, "finite number"),
-    ("time", {"ok": True, "stats": {**STATS, "median_ms": -1.0}, "outputs": []}, "finite number"),
-    ("time", {"ok": True, "stats": {**STATS, "min_ms": 5.0}, "outputs": []}, "above the median"),
-    ("time", {"ok": True, "stats": {k: v for k, v in STATS.items() if k != "n"}, "outputs": []}, "missing ['n']"),
-    ("time", {"ok": True, "stats": {**STATS, "n": True}, "outputs": []}, "integer"),
-    ("burst", {"ok": True, "digests": [["1.0"]]}, "expected a number"),
-    ("run", {"ok": "yes"}, "boolean 'ok'"),
-    ("run", ["not", "an", "object"], "boolean 'ok'"),
-])
+@pytest.mark.parametrize(
+    "cmd,obj,needle",
+    [
+        ("setup", {"ok": True, "notes": [], "gpu": "NVIDIA B200"}, "unexpected ['gpu']"),
+        ("setup", {"ok": True}, "missing ['notes']"),
+        (
+            "run",
+            {
+                "ok": True,
+                "outputs": [{"meta": [META], "inputs_mutated": False, "in_nbytes": 8, "file": "/etc/passwd"}],
+                "t": {},
+            },
+            "unexpected ['file']",
+        ),
+        (
+            "run",
+            {
+                "ok": True,
+                "outputs": [{"meta": [{**META, "nbytes": 1}], "inputs_mutated": False, "in_nbytes": 8}],
+                "t": {},
+            },
+            "does not match shape",
+        ),
+        (
+            "run",
+            {
+                "ok": True,
+                "outputs": [{"meta": [{**META, "dtype": "float128"}], "inputs_mutated": False, "in_nbytes": 8}],
+                "t": {},
+            },
+            "unknown dtype",
+        ),
+        ("time", {"ok": True, "stats": {**STATS, "median_ms": float("nan")}, "outputs": []}, "finite number"),
+        ("time", {"ok": True, "stats": {**STATS, "median_ms": -1.0}, "outputs": []}, "finite number"),
+        ("time", {"ok": True, "stats": {**STATS, "min_ms": 5.0}, "outputs": []}, "above the median"),
+        ("time", {"ok": True, "stats": {k: v for k, v in STATS.items() if k != "n"}, "outputs": []}, "missing ['n']"),
+        ("time", {"ok": True, "stats": {**STATS, "n": True}, "outputs": []}, "integer"),
+        ("burst", {"ok": True, "digests": [["1.0"]]}, "expected a number"),
+        ("run", {"ok": "yes"}, "boolean 'ok'"),
+        ("run", ["not", "an", "object"], "boolean 'ok'"),
+    ],
+)
 def test_malformed_replies_are_refused(cmd, obj, needle):
     with pytest.raises(P.ProtocolError, match=None) as e:
         P.parse_reply(cmd, obj)
@@ -90,8 +135,9 @@ def _side(name: str, event_ms: float, true_ms: float, calls: int = 256) -> tt.Si
     return tt.Side(name, event_ms, tt.net_ms(looks, LOOP), tt.noise_ms(looks))
 
 
-def _verdict(claim_ms: float, true_ms: float, eager_ms: float = 1.0, compile_ms: float = 0.5, bias: float = 0.0,
-             **kw) -> tt.Verdict:
+def _verdict(
+    claim_ms: float, true_ms: float, eager_ms: float = 1.0, compile_ms: float = 0.5, bias: float = 0.0, **kw
+) -> tt.Verdict:
     """The candidate truly takes true_ms a call and reports claim_ms; its bursts show (1 + bias) x its
     true time (the clock's run-to-run error, which one evaluation's looks do not show); the
     baselines' event times equal their true times."""
@@ -169,7 +215,7 @@ def test_the_time_that_counts_does_not_depend_on_the_claim(mode):
         assert v.kind != "forged"
         times.add((round(v.time_ms, 12), tt.milestones(v, 1.0, 0.5)))
     assert len(times) == 1, times
-    (t, _), = times
+    ((t, _),) = times
     assert t >= 0.3 * (1 + tt.TOL_FLOOR) * (1 - 1e-3)  # charged at least the least tolerance
 
 
@@ -264,10 +310,12 @@ def test_the_reference_reads_only_the_candidates_io_dir(tmp_path):
 
 # ------------------------------------------------------------------ the pipeline against a rewritten harness (CPU lane)
 
+
 @pytest.fixture
 def hijack(monkeypatch):
     def set_(value: str) -> None:
         monkeypatch.setenv("CUDA_AGENT_TEST_HIJACK", value)
+
     return set_
 
 
@@ -276,7 +324,9 @@ def test_an_honest_slow_candidate_agrees_with_the_parents_clock(tmp_path, cache_
     r = evaluate_workspace(make_ws(tmp_path, "slow"), config=cpu_cfg(reuse_results=False))
     assert r.status is Status.OK and r.correct, (r.message, r.log[-1500:])
     assert r.trusted_ms is not None and r.defences["trusted_clock"].startswith("ok"), r.defences
-    assert r.timing is not None and r.timing.median_ms / 3 < r.trusted_ms < 3 * r.timing.median_ms  # same work, within noise
+    assert (
+        r.timing is not None and r.timing.median_ms / 3 < r.trusted_ms < 3 * r.timing.median_ms
+    )  # same work, within noise
     assert r.trusted_eager_ms is not None and r.trusted_eager_ms < r.trusted_ms  # the task's own relu is far faster
 
 
@@ -362,10 +412,13 @@ def test_skipped_burst_work_is_incorrect(tmp_path, cache_env, hijack):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("switch,status,needle", [
-    ("spoof_gpu=NVIDIA B200", Status.RUNTIME_ERROR, "unexpected ['gpu']"),
-    ("drop_guard=1", Status.REJECTED, "runtime-guard-missing"),
-])
+@pytest.mark.parametrize(
+    "switch,status,needle",
+    [
+        ("spoof_gpu=NVIDIA B200", Status.RUNTIME_ERROR, "unexpected ['gpu']"),
+        ("drop_guard=1", Status.REJECTED, "runtime-guard-missing"),
+    ],
+)
 def test_forged_replies_score_minus_one(tmp_path, cache_env, hijack, switch, status, needle):
     hijack(switch)
     r = evaluate_workspace(make_ws(tmp_path), config=cpu_cfg(reuse_results=False))
@@ -424,8 +477,10 @@ def test_the_sandbox_hides_the_lock_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_AGENT_LOCK_DIR", str(locks))
     rw = tmp_path / "rw"
     rw.mkdir()
-    code = (f"import os,sys\nprint(sorted(os.listdir({str(locks)!r})))\n"
-            f"try:\n open({str(locks / 'x.lock')!r}, 'w')\nexcept OSError as e:\n print('refused', e.errno)\n")
+    code = (
+        f"import os,sys\nprint(sorted(os.listdir({str(locks)!r})))\n"
+        f"try:\n open({str(locks / 'x.lock')!r}, 'w')\nexcept OSError as e:\n print('refused', e.errno)\n"
+    )
     box = Sandbox(1 << 30, 4096)
     hidden = subprocess.run(box.wrap([sys.executable, "-c", code], writable=[rw]), capture_output=True, text=True)
     assert hidden.returncode == 0, hidden.stderr

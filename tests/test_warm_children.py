@@ -238,8 +238,9 @@ def test_a_child_gated_on_go_takes_an_ordinary_first_command(tmp_path):
     from cuda_agent.eval.channel import messages as P
     from cuda_agent.eval.channel.processes import Child, scrubbed_env
 
-    kid = Child("reference", cwd=tmp_path, env=scrubbed_env(), log_path=tmp_path / "ref.log",
-                child_args=("--warm-cuda-on-go",))
+    kid = Child(
+        "reference", cwd=tmp_path, env=scrubbed_env(), log_path=tmp_path / "ref.log", child_args=("--warm-cuda-on-go",)
+    )
     try:
         assert kid.receive_raw(120, "imported") == {"ok": True, "stage": "imported"}
         reply = kid.request(P.Setup(str(FIXTURES / "cpu_lane" / "task.py"), 1, "fp32", "cpu", str(tmp_path)), 60)

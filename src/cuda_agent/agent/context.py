@@ -66,23 +66,32 @@ def plan_budget(first_prompt: int, context: int | None, window: int | None, repl
     if context:
         budget, source = context, "--context"
         if window and window < context:
-            notes.append(f"the server reports a context window of {_k(window)} tokens, below --context {_k(context)}; using {_k(window)}")
+            notes.append(
+                f"the server reports a context window of {_k(window)} tokens, below --context {_k(context)}; using {_k(window)}"
+            )
             budget, source = window, "server"
     else:
         budget, source = (window, "server") if window else (DEFAULT_CONTEXT_TOKENS, "default")
-    where = {"--context": f"--context {_k(budget)}", "server": f"the server's context window of {_k(budget)} tokens",
-             "default": f"the default budget of {_k(budget)} tokens (--context)"}[source]
+    where = {
+        "--context": f"--context {_k(budget)}",
+        "server": f"the server's context window of {_k(budget)} tokens",
+        "default": f"the default budget of {_k(budget)} tokens (--context)",
+    }[source]
     fix = "raise --context" if source != "server" else "run the model with a larger window (the server reports its own)"
     if reply_tokens:
         if first_prompt + reply_tokens > budget:
             room = budget - first_prompt
             lower = f", or lower --reply-tokens to at most {_k(room)}" if room >= MIN_REPLY_TOKENS else ""
-            raise BudgetError(f"{where} cannot hold the first prompt (about {_k(first_prompt)} tokens) plus a reply of "
-                              f"--reply-tokens {_k(reply_tokens)}: {fix} to at least {_k(first_prompt + reply_tokens)}{lower}")
+            raise BudgetError(
+                f"{where} cannot hold the first prompt (about {_k(first_prompt)} tokens) plus a reply of "
+                f"--reply-tokens {_k(reply_tokens)}: {fix} to at least {_k(first_prompt + reply_tokens)}{lower}"
+            )
         return Budget(budget, reply_tokens, first_prompt, source, notes)
     if first_prompt + MIN_REPLY_TOKENS > budget:
-        raise BudgetError(f"{where} cannot hold the first prompt (about {_k(first_prompt)} tokens) plus a minimal reply "
-                          f"({_k(MIN_REPLY_TOKENS)} tokens): {fix} to at least {_k(first_prompt + MIN_REPLY_TOKENS)}")
+        raise BudgetError(
+            f"{where} cannot hold the first prompt (about {_k(first_prompt)} tokens) plus a minimal reply "
+            f"({_k(MIN_REPLY_TOKENS)} tokens): {fix} to at least {_k(first_prompt + MIN_REPLY_TOKENS)}"
+        )
     reserve = min(DEFAULT_REPLY_TOKENS, int(budget * REPLY_SHARE), budget - first_prompt)
     return Budget(budget, reserve, first_prompt, source, notes)
 

@@ -67,8 +67,13 @@ class AgentConfig:
     max_observation_chars: int = 30000
 
     def env_config(self) -> EnvConfig:
-        return EnvConfig(max_turns=self.max_turns, max_no_tool=self.max_no_tool, max_malformed=self.max_malformed,
-                         bash_timeout_s=self.bash_timeout_s, max_observation_chars=self.max_observation_chars)
+        return EnvConfig(
+            max_turns=self.max_turns,
+            max_no_tool=self.max_no_tool,
+            max_malformed=self.max_malformed,
+            bash_timeout_s=self.bash_timeout_s,
+            max_observation_chars=self.max_observation_chars,
+        )
 
 
 @dataclass
@@ -82,7 +87,9 @@ class RunSummary:
     wall_s: float
     error: str | None = None
     notes: list[str] = field(default_factory=list)
-    limits: dict[str, int] = field(default_factory=dict)  # the limits behind the early ends (max_no_tool, max_malformed)
+    limits: dict[str, int] = field(
+        default_factory=dict
+    )  # the limits behind the early ends (max_no_tool, max_malformed)
 
 
 def _usage_of(c: Completion, messages: list[dict[str, Any]], ctx: ContextManager) -> tuple[dict[str, int], bool]:
@@ -93,10 +100,18 @@ def _usage_of(c: Completion, messages: list[dict[str, Any]], ctx: ContextManager
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}, True
 
 
-def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: AgentConfig | None = None, *,
-                evaluator: Evaluator | None = None, render: Renderer | None = None,
-                progress: Callable[[dict[str, Any]], None] | None = None,
-                header_extra: dict[str, Any] | None = None, shell_factory: ShellFactory | None = None) -> RunSummary:
+def run_episode(
+    task: Task,
+    run_dir: str | Path,
+    client: ChatClient,
+    config: AgentConfig | None = None,
+    *,
+    evaluator: Evaluator | None = None,
+    render: Renderer | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    header_extra: dict[str, Any] | None = None,
+    shell_factory: ShellFactory | None = None,
+) -> RunSummary:
     cfg = config or AgentConfig()
     run = Path(run_dir)
     fresh = not run.exists()
@@ -117,7 +132,12 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
     header = {
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "cuda_agent": __version__,
-        "task": {"name": task.name, "hash": task.hash, "path": str(task.path) if task.path else None, "source": task.source},
+        "task": {
+            "name": task.name,
+            "hash": task.hash,
+            "path": str(task.path) if task.path else None,
+            "source": task.source,
+        },
         "workspace": str(start.workspace),
         "model": client.config.model,
         "base_url": client.config.base_url,  # never the key
@@ -165,7 +185,9 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
                 comp = client.complete(messages, schemas)
             except LLMError as e:
                 if e.kind == "context_length" and _shrink_to_named_window(ctx, str(e), cfg, client):
-                    log.note("budget", turn, context_tokens=ctx.budget_tokens, reserve_tokens=ctx.reserve_tokens, why=str(e))
+                    log.note(
+                        "budget", turn, context_tokens=ctx.budget_tokens, reserve_tokens=ctx.reserve_tokens, why=str(e)
+                    )
                 forced = ctx.fit(messages, force=True) if e.kind == "context_length" else []
                 if forced:  # the server counts differently from our estimate: elide more and retry
                     log.note("elide", turn, indices=forced, forced=True, why=str(e))
@@ -192,8 +214,17 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
                 usage[k] += u[k]
             msg = comp.to_message()
             fix_call_ids(msg, comp.tool_calls)  # before logging: the log must show the ids the replies use
-            add(msg, usage=u, usage_estimated=estimated, latency_s=round(comp.latency_s, 3), attempts=comp.attempts,
-                finish_reason=comp.finish_reason, reasoning=comp.reasoning, via_text=comp.via_text, mode=client.mode)
+            add(
+                msg,
+                usage=u,
+                usage_estimated=estimated,
+                latency_s=round(comp.latency_s, 3),
+                attempts=comp.attempts,
+                finish_reason=comp.finish_reason,
+                reasoning=comp.reasoning,
+                via_text=comp.via_text,
+                mode=client.mode,
+            )
             step = env.step(msg, comp.tool_calls, comp.finish_reason)
             for o in step.observations:
                 if o.error:
@@ -207,8 +238,14 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
                     add(o.message, name=o.name, ok=o.ok, elapsed_s=round(o.elapsed_s, 3), **extra)
             reason = step.reason or ""
             if progress:
-                progress({"turn": turn, "usage": dict(usage), "calls": [c.name for c in comp.tool_calls],
-                          "best": env.best.result if env.best else None})
+                progress(
+                    {
+                        "turn": turn,
+                        "usage": dict(usage),
+                        "calls": [c.name for c in comp.tool_calls],
+                        "best": env.best.result if env.best else None,
+                    }
+                )
     except KeyboardInterrupt:
         reason = "interrupted"
         raise
@@ -216,22 +253,46 @@ def run_episode(task: Task, run_dir: str | Path, client: ChatClient, config: Age
         wall = time.monotonic() - t0
         reward = env.finish_as(reason or "crashed")
         best = env.best
-        log.end(reason=reason or "crashed", error=error, turns=turn, usage=usage, reward=reward,
-                best_turn=best.turn if best else None, wall_s=round(wall, 3), tool_mode=client.mode)
+        log.end(
+            reason=reason or "crashed",
+            error=error,
+            turns=turn,
+            usage=usage,
+            reward=reward,
+            best_turn=best.turn if best else None,
+            wall_s=round(wall, 3),
+            tool_mode=client.mode,
+        )
         log.close()
         env.close()
-    return RunSummary(run, reason, turn, usage, best, reward, wall, error, notes,
-                      {"max_no_tool": cfg.max_no_tool, "max_malformed": cfg.max_malformed})
+    return RunSummary(
+        run,
+        reason,
+        turn,
+        usage,
+        best,
+        reward,
+        wall,
+        error,
+        notes,
+        {"max_no_tool": cfg.max_no_tool, "max_malformed": cfg.max_malformed},
+    )
 
 
 def _budget_record(b: Budget) -> dict[str, Any]:
-    return {"context_tokens": b.context_tokens, "reserve_tokens": b.reserve_tokens,
-            "first_prompt_tokens": b.first_prompt_tokens, "source": b.source}
+    return {
+        "context_tokens": b.context_tokens,
+        "reserve_tokens": b.reserve_tokens,
+        "first_prompt_tokens": b.first_prompt_tokens,
+        "source": b.source,
+    }
 
 
 def _full_message(ctx: ContextManager, messages: list[dict[str, Any]]) -> str:
-    return (f"the conversation needs about {ctx.estimate(messages):,} tokens after eliding old output, more than the "
-            f"budget of {ctx.budget_tokens:,} less {ctx.reserve_tokens:,} kept for the reply (--context)")
+    return (
+        f"the conversation needs about {ctx.estimate(messages):,} tokens after eliding old output, more than the "
+        f"budget of {ctx.budget_tokens:,} less {ctx.reserve_tokens:,} kept for the reply (--context)"
+    )
 
 
 def _shrink_to_named_window(ctx: ContextManager, text: str, cfg: AgentConfig, client: ChatClient) -> bool:

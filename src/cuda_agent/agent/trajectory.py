@@ -51,7 +51,9 @@ class TrajectoryWriter:
         self.write({"type": "message", "turn": turn, "message": message, **meta})
 
     def evaluation(self, turn: int, call_id: str, phase: str, result: EvalResult, best: bool) -> None:
-        self.write({"type": "eval", "turn": turn, "call_id": call_id, "phase": phase, "best": best, "result": result.to_dict()})
+        self.write(
+            {"type": "eval", "turn": turn, "call_id": call_id, "phase": phase, "best": best, "result": result.to_dict()}
+        )
 
     def note(self, kind: str, turn: int, **data: Any) -> None:
         self.write({"type": "note", "kind": kind, "turn": turn, **data})
@@ -125,11 +127,15 @@ def load_trajectory(path: str | Path) -> Trajectory:
                 raise ValueError(f"{p}:{n}: the first line is not JSON, so not a cuda-agent trajectory") from None
             damaged.append(f"line {n}: not a JSON line")
     if not records:
-        raise ValueError(f"{p}: its only line is not whole JSON (a header cut short as the run started, or not a "
-                         "trajectory); nothing to read")
+        raise ValueError(
+            f"{p}: its only line is not whole JSON (a header cut short as the run started, or not a "
+            "trajectory); nothing to read"
+        )
     head = records[0][1]
     if not isinstance(head, dict):
-        raise ValueError(f"{p}: not a cuda-agent trajectory (the first line is a JSON {type(head).__name__}, not an object)")
+        raise ValueError(
+            f"{p}: not a cuda-agent trajectory (the first line is a JSON {type(head).__name__}, not an object)"
+        )
     fmt = str(head.get("format", ""))
     if head.get("type") != "header" or fmt.rsplit("/", 1)[0] != FORMAT.rsplit("/", 1)[0]:
         raise ValueError(f"{p}: not a cuda-agent trajectory (format {fmt!r})")
@@ -144,8 +150,13 @@ def load_trajectory(path: str | Path) -> Trajectory:
         why = _shape_error(r)
         if why is None and r.get("type") == "eval":
             try:
-                ev = EvalRecord(int(r["turn"]), str(r.get("call_id", "")), str(r["phase"]), bool(r.get("best")),
-                                EvalResult.from_dict(r["result"]))
+                ev = EvalRecord(
+                    int(r["turn"]),
+                    str(r.get("call_id", "")),
+                    str(r["phase"]),
+                    bool(r.get("best")),
+                    EvalResult.from_dict(r["result"]),
+                )
             except (KeyError, TypeError, ValueError, AttributeError) as e:
                 why = f"eval record with an unreadable result ({type(e).__name__}: {e})"
         if why is not None:
@@ -179,9 +190,16 @@ def _shape_error(r: Any) -> str | None:
         if not isinstance(m.get("content"), str | None):
             return "message whose content is not text"
         calls = m.get("tool_calls")
-        if calls is not None and not (isinstance(calls, list) and all(
-                isinstance(c, dict) and isinstance(c.get("function"), dict) and isinstance(c["function"].get("name"), str)
-                and isinstance(c["function"].get("arguments", ""), str) for c in calls)):
+        if calls is not None and not (
+            isinstance(calls, list)
+            and all(
+                isinstance(c, dict)
+                and isinstance(c.get("function"), dict)
+                and isinstance(c["function"].get("name"), str)
+                and isinstance(c["function"].get("arguments", ""), str)
+                for c in calls
+            )
+        ):
             return "message with unreadable tool calls"
         if not isinstance(r.get("turn", 0), int):
             return "message record whose turn is not a number"

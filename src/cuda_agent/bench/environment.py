@@ -28,9 +28,25 @@ from cuda_agent import __version__
 from cuda_agent.eval.config import EvalConfig
 
 # the settings a reader needs to interpret the numbers (the rest are budgets and switches)
-SETTINGS = ("device", "n_correctness", "n_timed", "n_warmup", "max_cv", "round_spread", "max_rounds", "n_timing_sets",
-            "fresh_timing_inputs", "n_checked_timed", "compile_baseline", "runtime_guards", "shape_probe",
-            "side_stream_guard", "sandbox", "sanitize", "arch")
+SETTINGS = (
+    "device",
+    "n_correctness",
+    "n_timed",
+    "n_warmup",
+    "max_cv",
+    "round_spread",
+    "max_rounds",
+    "n_timing_sets",
+    "fresh_timing_inputs",
+    "n_checked_timed",
+    "compile_baseline",
+    "runtime_guards",
+    "shape_probe",
+    "side_stream_guard",
+    "sandbox",
+    "sanitize",
+    "arch",
+)
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
@@ -75,7 +91,15 @@ def describe(cfg: EvalConfig) -> dict[str, Any]:
     nvcc = _run([nvcc_path, "--version"])
     release = next((line.split("release")[-1].strip() for line in (nvcc or "").splitlines() if "release" in line), None)
     return {
-        "gpus": gpus, "driver": driver, "torch": torch_version, "torch_cuda": torch_cuda, "nvcc": release,
-        "python": sys.version.split()[0], "os": platform.platform(), "cuda_agent": __version__, "commit": git_commit(),
-        "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "settings": settings(cfg),
+        "gpus": gpus,
+        "driver": driver,
+        "torch": torch_version,
+        "torch_cuda": torch_cuda,
+        "nvcc": release,
+        "python": sys.version.split()[0],
+        "os": platform.platform(),
+        "cuda_agent": __version__,
+        "commit": git_commit(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "settings": settings(cfg),
     }

@@ -86,7 +86,9 @@ def group_metrics(group: str, outcomes: Iterable[Outcome]) -> GroupMetrics:
     ok = [o for o in rows if o.correct]
     rate = (lambda k: k / n) if n else (lambda k: None)
     return GroupMetrics(
-        group=group, n_tasks=n, n_correct=len(ok),
+        group=group,
+        n_tasks=n,
+        n_correct=len(ok),
         pass_rate=rate(len(ok)),
         faster_than_eager=rate(sum(_faster(o.speedup_vs_eager) for o in ok)),
         faster_than_compile=rate(sum(_faster(o.speedup_vs_compile) for o in ok)),
@@ -173,8 +175,13 @@ def reward_counts(outcomes: Iterable[Outcome]) -> dict[str, int]:
 
 def rank(o: Outcome) -> tuple[int, int, int, float, float]:
     timed = o.speedup_vs_eager is not None or o.speedup_vs_compile is not None
-    return (int(o.correct), int(timed), o.reward if o.reward is not None else -1,
-            o.speedup_vs_compile or 0.0, o.speedup_vs_eager or 0.0)
+    return (
+        int(o.correct),
+        int(timed),
+        o.reward if o.reward is not None else -1,
+        o.speedup_vs_compile or 0.0,
+        o.speedup_vs_eager or 0.0,
+    )
 
 
 def best_of_trajectory(outcomes: Iterable[Outcome]) -> dict[str, Outcome]:

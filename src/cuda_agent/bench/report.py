@@ -37,7 +37,15 @@ from cuda_agent.bench.metrics import (
 from cuda_agent.bench.store import ResultStore, safe_name
 from cuda_agent.eval.judge.result import NOT_SCORED
 
-COLUMNS = ("level", "tasks", "pass", "faster than eager", "faster than compile", "geomean vs eager", "geomean vs compile")
+COLUMNS = (
+    "level",
+    "tasks",
+    "pass",
+    "faster than eager",
+    "faster than compile",
+    "geomean vs eager",
+    "geomean vs compile",
+)
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0, 5.0, 10.0)  # the p values tabulated (the figure has the whole curve)
 _UNSCORED = {s.value for s in NOT_SCORED}
 
@@ -120,7 +128,9 @@ class Report:
         """group (and overall, pooled) -> geomean speedup vs each task's best baseline, over correct tasks."""
         by = {g: [r.outcome for r in self.tasks.values() if r.scored and r.group == g] for g in self.groups()}
         by[OVERALL] = self.scored_outcomes
-        return {g: geomean(o.speedup_vs_best for o in rows if o.correct and o.speedup_vs_best) for g, rows in by.items()}
+        return {
+            g: geomean(o.speedup_vs_best for o in rows if o.correct and o.speedup_vs_best) for g, rows in by.items()
+        }
 
     def fast_p_table(self, attr: str) -> dict[str, list[float | None]]:
         by = {g: [r.outcome for r in self.tasks.values() if r.scored and r.group == g] for g in self.groups()}
@@ -148,13 +158,29 @@ def build_report(run_dir: str | Path) -> Report:
             result = {"status": row["status"], "message": row["message"] or ""}
         cand = run / "candidates" / safe_name(tid)
         ep = run / "episodes" / tid
-        tasks[tid] = TaskRow(tid, group, state if state in ("done", "not_scored", "error") else "unfinished", o, result,
-                             counts[tid], cand if cand.is_dir() else (ep / "best" if (ep / "best").is_dir() else None),
-                             ep / "trajectory.jsonl" if (ep / "trajectory.jsonl").is_file() else None)
-    rep = Report(run, meta, dict(sorted(tasks.items())), [], sorted(t for t, r in tasks.items() if r.state in ("unfinished", "error")),
-                 {t: s[2] for t, s in states.items() if s[1] == "error"}, len(evals), sum(int(r["cached"] or 0) for r in evals),
-                 Counter(r["gpu"] for r in evals if r["gpu"]), Counter(r["torch"] for r in evals if r["torch"]),
-                 max((r["finished"] for r in evals), default=None))
+        tasks[tid] = TaskRow(
+            tid,
+            group,
+            state if state in ("done", "not_scored", "error") else "unfinished",
+            o,
+            result,
+            counts[tid],
+            cand if cand.is_dir() else (ep / "best" if (ep / "best").is_dir() else None),
+            ep / "trajectory.jsonl" if (ep / "trajectory.jsonl").is_file() else None,
+        )
+    rep = Report(
+        run,
+        meta,
+        dict(sorted(tasks.items())),
+        [],
+        sorted(t for t, r in tasks.items() if r.state in ("unfinished", "error")),
+        {t: s[2] for t, s in states.items() if s[1] == "error"},
+        len(evals),
+        sum(int(r["cached"] or 0) for r in evals),
+        Counter(r["gpu"] for r in evals if r["gpu"]),
+        Counter(r["torch"] for r in evals if r["torch"]),
+        max((r["finished"] for r in evals), default=None),
+    )
     rep.rows = summarize(rep.scored_outcomes, {r.group for r in tasks.values() if r.scored})
     return rep
 
@@ -172,20 +198,31 @@ def fmt_ms(v: float | None) -> str:
 
 
 def cells(g: GroupMetrics) -> list[str]:
-    return [g.group, str(g.n_tasks), fmt_pct(g.pass_rate), fmt_pct(g.faster_than_eager), fmt_pct(g.faster_than_compile),
-            fmt_x(g.geomean_vs_eager), fmt_x(g.geomean_vs_compile)]
+    return [
+        g.group,
+        str(g.n_tasks),
+        fmt_pct(g.pass_rate),
+        fmt_pct(g.faster_than_eager),
+        fmt_pct(g.faster_than_compile),
+        fmt_x(g.geomean_vs_eager),
+        fmt_x(g.geomean_vs_compile),
+    ]
 
 
 def notes(rep: Report) -> list[str]:
     out = []
     if rep.not_scored:
         why = Counter(rep.tasks[t].outcome.status or rep.tasks[t].state for t in rep.not_scored)
-        out.append(f"{len(rep.not_scored)} of {len(rep.tasks)} task(s) not scored ({', '.join(f'{k}: {v}' for k, v in why.items())}): "
-                   "this machine could not score them, so they are left out of every rate; rerun `cuda-agent bench` "
-                   "with the same -o where a CUDA GPU is visible (env_error: fix what the message names first)")
+        out.append(
+            f"{len(rep.not_scored)} of {len(rep.tasks)} task(s) not scored ({', '.join(f'{k}: {v}' for k, v in why.items())}): "
+            "this machine could not score them, so they are left out of every rate; rerun `cuda-agent bench` "
+            "with the same -o where a CUDA GPU is visible (env_error: fix what the message names first)"
+        )
     if rep.unfinished:
-        out.append(f"{len(rep.unfinished)} of {len(rep.tasks)} task(s) not finished; they count as failed "
-                   f"(rerun `cuda-agent bench` with the same -o to finish them)")
+        out.append(
+            f"{len(rep.unfinished)} of {len(rep.tasks)} task(s) not finished; they count as failed "
+            f"(rerun `cuda-agent bench` with the same -o to finish them)"
+        )
     if rep.errors:
         out.append(f"{len(rep.errors)} task(s) hit a harness error: {', '.join(sorted(rep.errors)[:5])}")
     if rep.meta.get("device") == "cpu":
@@ -196,23 +233,45 @@ def notes(rep: Report) -> list[str]:
 def header_facts(rep: Report) -> list[tuple[str, str]]:
     """(label, value) lines of the report's header."""
     env = rep.environment
-    gpus = ", ".join(f"{g} ({n} evaluations)" for g, n in rep.gpus.most_common()) or ", ".join(env.get("gpus") or []) or "none"
-    cuda = " / ".join(x for x in (f"torch built with CUDA {env['torch_cuda']}" if env.get("torch_cuda") else "",
-                                  f"nvcc {env['nvcc']}" if env.get("nvcc") else "") if x) or "-"
+    gpus = (
+        ", ".join(f"{g} ({n} evaluations)" for g, n in rep.gpus.most_common())
+        or ", ".join(env.get("gpus") or [])
+        or "none"
+    )
+    cuda = (
+        " / ".join(
+            x
+            for x in (
+                f"torch built with CUDA {env['torch_cuda']}" if env.get("torch_cuda") else "",
+                f"nvcc {env['nvcc']}" if env.get("nvcc") else "",
+            )
+            if x
+        )
+        or "-"
+    )
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rep.last_finished)) if rep.last_finished else "-"
     settings = env.get("settings")
-    shown = ", ".join(f"{k}={v}" for k, v in settings.items() if k not in ("timing", "tolerance", "reward")) if settings else \
-        "not recorded (a run made before cuda-agent recorded its settings)"
+    shown = (
+        ", ".join(f"{k}={v}" for k, v in settings.items() if k not in ("timing", "tolerance", "reward"))
+        if settings
+        else "not recorded (a run made before cuda-agent recorded its settings)"
+    )
     return [
         ("suite", f"{rep.meta.get('suite', '?')} ({rep.meta.get('suite_kind', '?')})"),
         ("candidates", str(rep.meta.get("mode", "?"))),
-        ("GPU", gpus), ("driver", env.get("driver") or "-"),
-        ("torch", ", ".join(rep.torches) or env.get("torch") or "-"), ("CUDA", cuda),
-        ("date", f"last evaluation {when}; bench started {env.get('started', '-')}; report written "
-                 f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"),
+        ("GPU", gpus),
+        ("driver", env.get("driver") or "-"),
+        ("torch", ", ".join(rep.torches) or env.get("torch") or "-"),
+        ("CUDA", cuda),
+        (
+            "date",
+            f"last evaluation {when}; bench started {env.get('started', '-')}; report written "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        ),
         ("commit", f"cuda-agent {env.get('cuda_agent', '?')} at {env.get('commit') or 'unknown commit'}"),
         ("evaluator", shown),
-        ("timing", (settings or {}).get("timing", "-")), ("correctness", (settings or {}).get("tolerance", "-")),
+        ("timing", (settings or {}).get("timing", "-")),
+        ("correctness", (settings or {}).get("tolerance", "-")),
         ("reward", (settings or {}).get("reward", "-")),
         ("evaluations", f"{rep.n_evaluations} stored, {rep.n_cached} answered by the evaluator's result cache"),
     ]

@@ -28,6 +28,8 @@ def write_report(rep: Report, out_dir: str | Path | None = None) -> tuple[Path, 
     for r in rep.tasks.values():
         (out / r.page).write_text(task_page(rep, r))
         if r.episode is not None:
-            (out / r.page.replace(".html", ".episode.html")).write_text(episode_page(r.episode, back=f"{Path(r.page).name}"))
+            (out / r.page.replace(".html", ".episode.html")).write_text(
+                episode_page(r.episode, back=f"{Path(r.page).name}")
+            )
     page.write_text(html_page(rep))
     return md, page

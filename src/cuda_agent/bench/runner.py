@@ -104,8 +104,13 @@ def snapshot_candidate(kind: str, path: Path, dest: Path) -> None:
         return
     shutil.copy(path / "model_new.py", dest / "model_new.py")
     if (path / "kernels").is_dir():
-        shutil.copytree(path / "kernels", dest / "kernels",
-                        ignore=lambda d, names: [n for n in names if not (Path(d, n).is_dir() or n.endswith(SOURCE_SUFFIXES + (".py",)))])
+        shutil.copytree(
+            path / "kernels",
+            dest / "kernels",
+            ignore=lambda d, names: [
+                n for n in names if not (Path(d, n).is_dir() or n.endswith(SOURCE_SUFFIXES + (".py",)))
+            ],
+        )
 
 
 def _job(item: SuiteItem, kind: str, path: Path, cfg: EvalConfig) -> EvalJob:
@@ -114,9 +119,17 @@ def _job(item: SuiteItem, kind: str, path: Path, cfg: EvalConfig) -> EvalJob:
     return EvalJob(task=item.task, solution=path, phase="profile", config=cfg, label=item.task_id)
 
 
-def run_bench(suite: Suite, run_dir: str | Path, *, solutions: str | Path | None = None, agent: AgentSpec | None = None,
-              pool: Pool | None = None, config: EvalConfig | None = None, slots: int | None = None,
-              progress: Callable[[str, int, int], None] | None = None) -> BenchSummary:
+def run_bench(
+    suite: Suite,
+    run_dir: str | Path,
+    *,
+    solutions: str | Path | None = None,
+    agent: AgentSpec | None = None,
+    pool: Pool | None = None,
+    config: EvalConfig | None = None,
+    slots: int | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> BenchSummary:
     """`progress(task_id, finished, total)` is called after each task; `pool` defaults to a LocalPool."""
     if (solutions is None) == (agent is None):
         raise ValueError("give either solutions or an agent")
@@ -161,8 +174,15 @@ def run_bench(suite: Suite, run_dir: str | Path, *, solutions: str | Path | None
     return summary
 
 
-def _solutions(todo: list[SuiteItem], d: Path, pool: Pool, cfg: EvalConfig, store: ResultStore,
-               summary: BenchSummary, landed: Callable[[str], None]) -> None:
+def _solutions(
+    todo: list[SuiteItem],
+    d: Path,
+    pool: Pool,
+    cfg: EvalConfig,
+    store: ResultStore,
+    summary: BenchSummary,
+    landed: Callable[[str], None],
+) -> None:
     pending: dict[Future[EvalResult], tuple[SuiteItem, float]] = {}
     for item in todo:
         found = find_solution(item, d)
@@ -193,8 +213,15 @@ def _solutions(todo: list[SuiteItem], d: Path, pool: Pool, cfg: EvalConfig, stor
             landed(item.task_id)
 
 
-def _agent(todo: list[SuiteItem], spec: AgentSpec, pool: Pool, cfg: EvalConfig, store: ResultStore,
-           summary: BenchSummary, landed: Callable[[str], None]) -> None:
+def _agent(
+    todo: list[SuiteItem],
+    spec: AgentSpec,
+    pool: Pool,
+    cfg: EvalConfig,
+    store: ResultStore,
+    summary: BenchSummary,
+    landed: Callable[[str], None],
+) -> None:
     from cuda_agent.agent.loop import run_episode
 
     def one(item: SuiteItem) -> None:
@@ -211,17 +238,33 @@ def _agent(todo: list[SuiteItem], spec: AgentSpec, pool: Pool, cfg: EvalConfig, 
             store.record(item.task_id, item.group, res, phase=phase, attempt=attempt, source="agent", started=started)
             return res
 
-        s = run_episode(item.task, ep, spec.client_factory(), spec.config, evaluator=evaluator,
-                        header_extra={"bench": {"task_id": item.task_id, "group": item.group}})
+        s = run_episode(
+            item.task,
+            ep,
+            spec.client_factory(),
+            spec.config,
+            evaluator=evaluator,
+            header_extra={"bench": {"task_id": item.task_id, "group": item.group}},
+        )
         if s.best is not None and s.best.result.time_ms is None:
             started = time.time()
             res = pool.submit(EvalJob(task=item.task, workdir=ep / "best", phase="profile", config=cfg)).result()
-            store.record(item.task_id, item.group, res, phase="profile", attempt=attempt + 1, source="best-profile", started=started)
+            store.record(
+                item.task_id,
+                item.group,
+                res,
+                phase="profile",
+                attempt=attempt + 1,
+                source="best-profile",
+                started=started,
+            )
         if s.reason == "llm_error" and s.turns == 0:
             raise RuntimeError(f"model endpoint failed: {s.error}")
         statuses = {r["status"] for r in store.rows(item.task_id)}
         if statuses and statuses <= {st.value for st in NOT_SCORED}:  # e.g. an agent run on a machine without a GPU
-            store.finish(item.task_id, item.group, "not_scored", f"{s.reason}; every evaluation {', '.join(sorted(statuses))}")
+            store.finish(
+                item.task_id, item.group, "not_scored", f"{s.reason}; every evaluation {', '.join(sorted(statuses))}"
+            )
             summary.not_scored.append((item.task_id, ", ".join(sorted(statuses))))  # list.append: atomic
         else:
             store.finish(item.task_id, item.group, "done", f"{s.reason}; reward {s.reward}")

@@ -132,35 +132,74 @@ class ResultStore:
         self.set_meta(**{k: v for k, v in expected.items() if k not in have})
 
     # --- rows -------------------------------------------------------------
-    def record(self, task_id: str, group: str, result: EvalResult, *, phase: str, attempt: int = 0,
-               source: str = "", started: float | None = None) -> int:
+    def record(
+        self,
+        task_id: str,
+        group: str,
+        result: EvalResult,
+        *,
+        phase: str,
+        attempt: int = 0,
+        source: str = "",
+        started: float | None = None,
+    ) -> int:
         r = result
-        row = (task_id, group, attempt, r.task_hash, r.candidate_hash, phase, r.status.value, r.reward, int(r.correct),
-               r.time_ms, r.eager_ms, r.compile_ms, r.speedup_vs_eager, r.speedup_vs_compile, r.gpu, r.torch,
-               int(bool(r.cache.get("result"))), source, r.message[:2000], r.to_json(), started, time.time())
+        row = (
+            task_id,
+            group,
+            attempt,
+            r.task_hash,
+            r.candidate_hash,
+            phase,
+            r.status.value,
+            r.reward,
+            int(r.correct),
+            r.time_ms,
+            r.eager_ms,
+            r.compile_ms,
+            r.speedup_vs_eager,
+            r.speedup_vs_compile,
+            r.gpu,
+            r.torch,
+            int(bool(r.cache.get("result"))),
+            source,
+            r.message[:2000],
+            r.to_json(),
+            started,
+            time.time(),
+        )
         with self._db() as db:
             cur = db.execute(
                 "INSERT INTO evaluations (task_id, grp, attempt, task_hash, candidate_hash, phase, status, reward, correct,"
                 " time_ms, eager_ms, compile_ms, speedup_vs_eager, speedup_vs_compile, gpu, torch, cached, source, message,"
-                " result_json, started, finished) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
+                " result_json, started, finished) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                row,
+            )
             return int(cur.lastrowid or 0)
 
     def record_missing(self, task_id: str, group: str, why: str) -> None:
         """A task without a candidate: one failed row, and the task is done."""
         with self._db() as db:
-            db.execute("INSERT INTO evaluations (task_id, grp, status, correct, reward, message, source, finished)"
-                       " VALUES (?, ?, 'no_solution', 0, -1, ?, 'none', ?)", (task_id, group, why, time.time()))
+            db.execute(
+                "INSERT INTO evaluations (task_id, grp, status, correct, reward, message, source, finished)"
+                " VALUES (?, ?, 'no_solution', 0, -1, ?, 'none', ?)",
+                (task_id, group, why, time.time()),
+            )
         self.finish(task_id, group, "done", why)
 
     def finish(self, task_id: str, group: str, state: str = "done", note: str = "") -> None:
         with self._db() as db:
-            db.execute("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?)", (task_id, group, state, note, time.time()))
+            db.execute(
+                "INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?)", (task_id, group, state, note, time.time())
+            )
 
     def done_ids(self) -> set[str]:
         """Tasks a rerun skips: done, and not only unscored evaluations (no_gpu, env_error)."""
-        q = ("SELECT task_id FROM tasks t WHERE state = 'done' AND (NOT EXISTS (SELECT 1 FROM evaluations e WHERE "
-             f"e.task_id = t.task_id) OR EXISTS (SELECT 1 FROM evaluations e WHERE e.task_id = t.task_id AND e.status "
-             f"NOT IN ({_UNSCORED_SQL})))")
+        q = (
+            "SELECT task_id FROM tasks t WHERE state = 'done' AND (NOT EXISTS (SELECT 1 FROM evaluations e WHERE "
+            f"e.task_id = t.task_id) OR EXISTS (SELECT 1 FROM evaluations e WHERE e.task_id = t.task_id AND e.status "
+            f"NOT IN ({_UNSCORED_SQL})))"
+        )
         with self._db() as db:
             return {r[0] for r in db.execute(q)}
 
@@ -183,8 +222,19 @@ class ResultStore:
         out = []
         for r in self.rows():
             correct = bool(r["correct"]) and r["phase"] != "compile"
-            out.append(Outcome(r["task_id"], r["grp"], correct, r["speedup_vs_eager"], r["speedup_vs_compile"],
-                               r["reward"], r["status"], r["id"], _vs_best(r.get("result_json"))))
+            out.append(
+                Outcome(
+                    r["task_id"],
+                    r["grp"],
+                    correct,
+                    r["speedup_vs_eager"],
+                    r["speedup_vs_compile"],
+                    r["reward"],
+                    r["status"],
+                    r["id"],
+                    _vs_best(r.get("result_json")),
+                )
+            )
         return out
 
 
@@ -198,4 +248,3 @@ def _vs_best(result_json: str | None) -> float | None:
         return speedup_vs_best(json.loads(result_json))
     except ValueError:
         return None
-

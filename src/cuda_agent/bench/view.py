@@ -28,7 +28,7 @@ from cuda_agent.bench.store import FILENAME, StoreError, safe_name
 
 
 def run_kind(run_dir: Path) -> str:
-    """"bench" (results.sqlite), "episode" (trajectory.jsonl) or "" (neither)."""
+    """ "bench" (results.sqlite), "episode" (trajectory.jsonl) or "" (neither)."""
     if (run_dir / FILENAME).is_file():
         return "bench"
     return "episode" if (run_dir / "trajectory.jsonl").is_file() else ""

@@ -18,7 +18,9 @@ def _number(text: str, kind: type) -> float:
     try:
         v = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
+        ) from None
     if isinstance(v, float) and not math.isfinite(v):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return v
@@ -70,7 +72,8 @@ def baseline_names(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-BASELINES_HELP = ("baselines to report, comma-separated: eager, compile (always: the paper's and the reward's), "
-                  "max-autotune (torch.compile mode=max-autotune-no-cudagraphs), cuda-graph (eager replayed from a CUDA "
-                  "graph), or all; each speedup and the one vs the best are reported, the reward stays the paper's")
-
+BASELINES_HELP = (
+    "baselines to report, comma-separated: eager, compile (always: the paper's and the reward's), "
+    "max-autotune (torch.compile mode=max-autotune-no-cudagraphs), cuda-graph (eager replayed from a CUDA "
+    "graph), or all; each speedup and the one vs the best are reported, the reward stays the paper's"
+)

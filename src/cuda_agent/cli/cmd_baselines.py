@@ -20,12 +20,21 @@ HELP = "time a suite's eager and torch.compile baselines ahead of a bench or RL 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("suite", help='"examples", a KernelBench checkout or level folder, an Ops-6K .parquet/.jsonl, or a folder of task files')
+    p.add_argument(
+        "suite",
+        help='"examples", a KernelBench checkout or level folder, an Ops-6K .parquet/.jsonl, or a folder of task files',
+    )
     p.add_argument("--levels", help="KernelBench levels, e.g. 1,2 (default 1,2,3)")
-    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: the CPU lane (tests; times mean nothing)")
+    p.add_argument(
+        "--device", choices=("cuda", "cpu"), default="cuda", help="cpu: the CPU lane (tests; times mean nothing)"
+    )
     p.add_argument("--ray", action="store_true", help="run the tasks as Ray tasks (also when RAY_ADDRESS is set)")
-    p.add_argument("--per-gpu", type=positive_int, default=4, help="tasks at once per GPU (default 4): torch.compile's build "
-                   "runs beside the others', the timing alone")
+    p.add_argument(
+        "--per-gpu",
+        type=positive_int,
+        default=4,
+        help="tasks at once per GPU (default 4): torch.compile's build runs beside the others', the timing alone",
+    )
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks")
     p.add_argument("--baselines", type=baseline_names, default=None, help=BASELINES_HELP)
 
@@ -40,8 +49,10 @@ def run(args: argparse.Namespace) -> int:
     from cuda_agent.task.suites import load_suite
 
     if args.device == "cuda" and not (args.ray or os.environ.get("RAY_ADDRESS")) and not visible_gpus():
-        raise UsageError("no CUDA GPU is visible here: baselines are GPU timings (--device cpu runs the CPU lane, "
-                         "whose times mean nothing)")
+        raise UsageError(
+            "no CUDA GPU is visible here: baselines are GPU timings (--device cpu runs the CPU lane, "
+            "whose times mean nothing)"
+        )
     suite = load_suite(args.suite, parse_levels(args.levels))
     items = suite.items[: args.limit] if args.limit > 0 else suite.items
     cfg = EvalConfig(device=args.device)
@@ -57,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
                 rec = fut.result()
             except Exception as e:  # noqa: BLE001 - a worker that died: one line, the run goes on
                 failed += 1
-                print(f"[{i}/{len(items)}] {it.task_id}: the pool could not run it ({type(e).__name__}: {e})", flush=True)
+                print(
+                    f"[{i}/{len(items)}] {it.task_id}: the pool could not run it ({type(e).__name__}: {e})", flush=True
+                )
                 continue
             cached += rec.cached
             if rec.error:
@@ -66,7 +79,10 @@ def run(args: argparse.Namespace) -> int:
                 continue
             comp = f"{rec.compile_ms:.4g}" if rec.compile_ms is not None else "-"
             extra = "".join(f", {name} {ms:.4g} ms" for name, ms in rec.extra_ms.items())
-            print(f"[{i}/{len(items)}] {it.task_id}: eager {rec.eager_ms:.4g} ms, compile {comp} ms{extra}"
-                  f"{' (cached)' if rec.cached else f' ({rec.seconds:.1f} s)'}", flush=True)
+            print(
+                f"[{i}/{len(items)}] {it.task_id}: eager {rec.eager_ms:.4g} ms, compile {comp} ms{extra}"
+                f"{' (cached)' if rec.cached else f' ({rec.seconds:.1f} s)'}",
+                flush=True,
+            )
     print(f"{len(items) - failed}/{len(items)} tasks have baselines ({cached} were cached); {failed} failed")
     return 1 if failed else 0

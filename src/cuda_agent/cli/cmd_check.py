@@ -23,6 +23,7 @@ from cuda_agent.task.workspace import stage
 
 HELP = "static checks of a workspace or single-file solution for rule violations and known hacks"
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workdir", help="a workspace directory, or a KernelBench single-file solution (.py)")
     parser.add_argument("--json", action="store_true", help="print the findings as a JSON list")
@@ -35,8 +36,14 @@ def collect(path: Path, task: Task | None) -> list[Finding]:
             raise UsageError(f"{path}: expected a workspace directory or a .py single-file solution")
         precision, source = (task.precision, task.precision_source) if task else ("fp32", "default: no --task given")
         text = path.read_text(errors="replace")
-        return static_findings({"model_new.py": text}, precision, single_file=True, name=path.name,
-                               precision_source=source, task_dtypes=task.dtypes if task else ())
+        return static_findings(
+            {"model_new.py": text},
+            precision,
+            single_file=True,
+            name=path.name,
+            precision_source=source,
+            task_dtypes=task.dtypes if task else (),
+        )
     if not path.is_dir():
         raise UsageError(f"no such workspace or file: {path}")
     with tempfile.TemporaryDirectory(prefix="cuda-agent-check-") as tmp:

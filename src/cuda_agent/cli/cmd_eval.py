@@ -23,20 +23,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("workdir", nargs="?", help="a workspace made by `cuda-agent init`")
     p.add_argument("--task", help="the pristine task file (default: the one recorded at init)")
     p.add_argument("--solution", help="a KernelBench single-file solution (ModelNew with load_inline); needs --task")
-    p.add_argument("--phase", choices=("compile", "verify", "profile"), default="profile",
-                   help="stop after compiling, after checking correctness, or time and score (default)")
+    p.add_argument(
+        "--phase",
+        choices=("compile", "verify", "profile"),
+        default="profile",
+        help="stop after compiling, after checking correctness, or time and score (default)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--no-cache", action="store_true", help="rebuild, re-time baselines, do not reuse results")
     p.add_argument("--fresh", action="store_true", help="evaluate again even if this exact candidate was scored before")
     p.add_argument("--timed-calls", type=at_least(3), default=None, help="timed calls per round (default 50)")
     p.add_argument("--baselines", type=baseline_names, default=None, help=BASELINES_HELP)
-    p.add_argument("--expert", action="store_true",
-                   help="after a profile, add the expert profile: per kernel duration, DRAM and SM throughput against "
-                        "the GPU's measured ceilings, occupancy, registers, spills, shared memory, top stalls (ncu where "
-                        "counters are readable; never part of the reward; docs/profile.md)")
-    p.add_argument("--expert-timeout", type=at_least(10), default=120, help="seconds the expert profile may take (default 120)")
-    p.add_argument("--sanitize", action="store_true",
-                   help="also run one call under compute-sanitizer memcheck and racecheck (slow; needs the tool)")
+    p.add_argument(
+        "--expert",
+        action="store_true",
+        help="after a profile, add the expert profile: per kernel duration, DRAM and SM throughput against "
+        "the GPU's measured ceilings, occupancy, registers, spills, shared memory, top stalls (ncu where "
+        "counters are readable; never part of the reward; docs/profile.md)",
+    )
+    p.add_argument(
+        "--expert-timeout", type=at_least(10), default=120, help="seconds the expert profile may take (default 120)"
+    )
+    p.add_argument(
+        "--sanitize",
+        action="store_true",
+        help="also run one call under compute-sanitizer memcheck and racecheck (slow; needs the tool)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
     from cuda_agent.eval.config import EvalConfig
     from cuda_agent.task.taskfile import Task
 
-    cfg = EvalConfig(use_cache=not args.no_cache, reuse_results=not (args.no_cache or args.fresh), sanitize=args.sanitize)
+    cfg = EvalConfig(
+        use_cache=not args.no_cache, reuse_results=not (args.no_cache or args.fresh), sanitize=args.sanitize
+    )
     if args.timed_calls is not None:
         cfg.n_timed = args.timed_calls
     if args.baselines:
@@ -92,7 +106,9 @@ def _expert(args: argparse.Namespace, task) -> str | None:  # noqa: ANN001 - Tas
     from cuda_agent.eval.profile.expert import ProfileSettings, expert_text
 
     with showing_phases("expert profile", enabled_for(args.json)):
-        return expert_text(Path(args.workdir), task=task, settings=ProfileSettings(timeout_s=float(args.expert_timeout)))
+        return expert_text(
+            Path(args.workdir), task=task, settings=ProfileSettings(timeout_s=float(args.expert_timeout))
+        )
 
 
 def _start_children_early(cfg, task, phase: str, *, single_file: bool) -> None:  # noqa: ANN001 - EvalConfig, Task

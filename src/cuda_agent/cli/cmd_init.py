@@ -22,14 +22,26 @@ HELP = "create a workspace for a KernelBench-format task (model.py, model_new.py
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", nargs="?", help="a KernelBench-format task file (or --from DIR)")
-    p.add_argument("--from", dest="from_dir", metavar="DIR",
-                   help="import a workspace in the public CUDA-Agent release's layout (its model.py is the task)")
+    p.add_argument(
+        "--from",
+        dest="from_dir",
+        metavar="DIR",
+        help="import a workspace in the public CUDA-Agent release's layout (its model.py is the task)",
+    )
     p.add_argument("-o", "--output", required=True, help="the workspace directory to create")
-    p.add_argument("--solution", help="use an existing solution (a folder with model_new.py and kernels/) as the agent's files")
-    p.add_argument("--force", action="store_true",
-                   help="refresh the protected files of an existing workspace; model_new.py and kernels/ are kept")
-    p.add_argument("--reset", action="store_true",
-                   help="with --force: also replace model_new.py and kernels/ with the template (the old ones are kept aside)")
+    p.add_argument(
+        "--solution", help="use an existing solution (a folder with model_new.py and kernels/) as the agent's files"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="refresh the protected files of an existing workspace; model_new.py and kernels/ are kept",
+    )
+    p.add_argument(
+        "--reset",
+        action="store_true",
+        help="with --force: also replace model_new.py and kernels/ with the template (the old ones are kept aside)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,16 +60,21 @@ def run(args: argparse.Namespace) -> int:
         if args.task or args.solution:
             raise UsageError("--from DIR takes the task and the agent's files from DIR; give no TASK or --solution")
         if not is_release_layout(src):
-            raise UsageError(f"{src} is not a workspace in the CUDA-Agent release's layout (it needs model.py, "
-                             "model_new.py, binding.cpp, binding_registry.h and kernels/, and no .cuda-agent/)")
+            raise UsageError(
+                f"{src} is not a workspace in the CUDA-Agent release's layout (it needs model.py, "
+                "model_new.py, binding.cpp, binding_registry.h and kernels/, and no .cuda-agent/)"
+            )
         args.task, args.solution = str(src / "model.py"), str(src)
     if not args.task:
         raise UsageError("give a task file (or --from DIR)")
     task = Task.from_file(args.task)
     r = make_workspace(task, args.output, force=args.force, solution=args.solution, reset=args.reset)
     d = r.path
-    what = {"template": "model_new.py is the template", "solution": f"agent files from {args.solution}",
-            "kept": "your model_new.py and kernels/ kept"}[r.agent_files]
+    what = {
+        "template": "model_new.py is the template",
+        "solution": f"agent files from {args.solution}",
+        "kept": "your model_new.py and kernels/ kept",
+    }[r.agent_files]
     print(f"workspace for task '{task.name}' ({task.hash}) {'at' if r.created else 'refreshed at'} {d}: {what}")
     print(task.describe_precision())
     if r.replaced_to is not None:

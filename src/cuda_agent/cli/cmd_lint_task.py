@@ -29,8 +29,12 @@ HELP = "run negative controls (zeros, constant, pass-through, other seed, precom
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", help="a task file (class Model, get_inputs, get_init_inputs)")
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
-                        help="where the reference runs (cpu: for tests and machines without a GPU)")
+    parser.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="where the reference runs (cpu: for tests and machines without a GPU)",
+    )
     parser.add_argument("--seeds", type=positive_int, default=5, help="input sets per control (default 5)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -76,6 +80,8 @@ def _summary(report: LintReport) -> str:
     if report.passing:
         return f"weak, {len(report.passing)} control(s) pass the evaluator's check: {', '.join(report.passing)}"
     if report.weak:
-        return (f"weak, {len(report.weak)} control(s) pass or nearly pass the paper's elementwise rule: "
-                f"{', '.join(report.weak)} (the evaluator's relative-L2 check rejects them; other harnesses would not)")
+        return (
+            f"weak, {len(report.weak)} control(s) pass or nearly pass the paper's elementwise rule: "
+            f"{', '.join(report.weak)} (the evaluator's relative-L2 check rejects them; other harnesses would not)"
+        )
     return "no negative control passes or comes near"

@@ -45,8 +45,12 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             if e.errno not in FS_ERRNOS:
                 raise
-            raise UsageError(f"cannot write the report into {args.out or args.run_dir} ({e.strerror}): pass --out DIR "
-                             "to write it elsewhere, or --no-files") from None
-        console.print(f"wrote {md}, {page} and {page.parent / 'report'}/ (browse: cuda-agent view {args.run_dir})",
-                      highlight=False)
+            raise UsageError(
+                f"cannot write the report into {args.out or args.run_dir} ({e.strerror}): pass --out DIR "
+                "to write it elsewhere, or --no-files"
+            ) from None
+        console.print(
+            f"wrote {md}, {page} and {page.parent / 'report'}/ (browse: cuda-agent view {args.run_dir})",
+            highlight=False,
+        )
     return 0

@@ -30,8 +30,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s = sub.add_parser("prompts", help="verl RL dataset (parquet) from a suite")
     s.add_argument("suite", help="Ops-6K parquet/jsonl, KernelBench checkout, a folder of tasks, or 'examples'")
     s.add_argument("-o", "--output", required=True, metavar="PARQUET")
-    s.add_argument("--mode", choices=("agent", "single-turn"), default="agent",
-                   help="agent: multi-turn rows for the cuda_agent loop (default); single-turn: the warm-up")
+    s.add_argument(
+        "--mode",
+        choices=("agent", "single-turn"),
+        default="agent",
+        help="agent: multi-turn rows for the cuda_agent loop (default); single-turn: the warm-up",
+    )
     s.add_argument("--limit", type=int, default=None, help="first N tasks only")
     for name, what in (("rft", "SFT rows (rejection fine-tuning)"), ("vp", "value-pretraining rows")):
         s = sub.add_parser(name, help=f"filter agent trajectories into {what}")
@@ -44,13 +48,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--train", required=True, metavar="PARQUET", help="training data (from rl prompts / rft / vp)")
     s.add_argument("--val", default=None, metavar="PARQUET")
     s.add_argument("--nnodes", type=int, default=1)
-    s.add_argument("--gpus-per-node", type=int, default=None,
-                   help="training GPUs per node, not the evaluation GPUs (default 8; --device cpu: training processes, 1)")
-    s.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
-                   help="cpu: the whole loop on one machine without GPUs (transformers rollout, gloo, the evaluator's "
-                        "CPU lane); for debugging and CI")
-    s.add_argument("--rollout", choices=("vllm", "sglang", "hf"), default=None,
-                   help="rollout engine (default: vllm; with --device cpu: hf, transformers generation)")
+    s.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        help="training GPUs per node, not the evaluation GPUs (default 8; --device cpu: training processes, 1)",
+    )
+    s.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="cpu: the whole loop on one machine without GPUs (transformers rollout, gloo, the evaluator's "
+        "CPU lane); for debugging and CI",
+    )
+    s.add_argument(
+        "--rollout",
+        choices=("vllm", "sglang", "hf"),
+        default=None,
+        help="rollout engine (default: vllm; with --device cpu: hf, transformers generation)",
+    )
     s.add_argument("--rollout-tp", type=int, default=2, help="tensor parallel size of the vLLM rollout")
     s.add_argument("--steps", type=int, default=None, help="training steps (default: the stage's)")
     s.add_argument("--batch", type=int, default=None, help="trajectories per step = mini-batch (default 1024)")
@@ -60,8 +76,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--config", required=True, metavar="YAML", help="written by `rl config`")
     s.add_argument("--ray-address", default=None, help="join this Ray cluster (PPO stages)")
     s.add_argument("--nnodes", type=int, default=1, help="SFT: nodes")
-    s.add_argument("--gpus-per-node", type=int, default=None,
-                   help="SFT: processes per node (default: the config's trainer.n_gpus_per_node)")
+    s.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        help="SFT: processes per node (default: the config's trainer.n_gpus_per_node)",
+    )
     s.add_argument("--node-rank", type=int, default=0, help="SFT: this node's rank")
     s.add_argument("--master-addr", default=None, help="SFT: node 0's address")
     s.add_argument("--dry-run", action="store_true", help="print the command and environment, do not run")
@@ -93,7 +113,9 @@ def _rows(args: argparse.Namespace) -> int:
     if not verdicts:
         raise UsageError("no trajectory.jsonl under " + " ".join(args.runs))
     reasons = Counter(r.split(":")[0] for v in verdicts for r in v.reasons)
-    rows = ([sft_row(t, p) for p, t in kept] if args.rl_cmd == "rft" else [vp_row(t, p, i) for i, (p, t) in enumerate(kept)])
+    rows = (
+        [sft_row(t, p) for p, t in kept] if args.rl_cmd == "rft" else [vp_row(t, p, i) for i, (p, t) in enumerate(kept)]
+    )
     print(f"{len(verdicts)} trajectories, {len(kept)} kept")
     for why, n in reasons.most_common():
         print(f"  rejected: {why}: {n}")
@@ -115,19 +137,28 @@ def _config(args: argparse.Namespace) -> int:
     from cuda_agent.rl.inputs import dataset_problem, model_problem
 
     # datasets are checked here only when they exist (a config may be written first); `rl train` requires them
-    problem = model_problem(args.model) or next((dataset_problem(d) for d in (args.train, args.val)
-                                                 if d and Path(d).exists() and dataset_problem(d)), None)
+    problem = model_problem(args.model) or next(
+        (dataset_problem(d) for d in (args.train, args.val) if d and Path(d).exists() and dataset_problem(d)), None
+    )
     if problem:
         raise UsageError(f"--model {problem}" if problem.startswith(args.model) else problem)
     bad = [s for s in args.set if "=" not in s]
     if bad:
         raise UsageError(f"overrides are KEY=VALUE, got {bad[0]!r}")
     try:
-        out = write(args.stage, args.output, model=str(Path(args.model).resolve()), train=str(Path(args.train).resolve()),
-                    val=str(Path(args.val).resolve()) if args.val else None,
-                    cluster=Cluster(args.nnodes, args.gpus_per_node or (1 if args.device == "cpu" else 8),
-                                    args.rollout_tp), steps=args.steps, batch=args.batch, extra=args.set,
-                    device=args.device, rollout=args.rollout)
+        out = write(
+            args.stage,
+            args.output,
+            model=str(Path(args.model).resolve()),
+            train=str(Path(args.train).resolve()),
+            val=str(Path(args.val).resolve()) if args.val else None,
+            cluster=Cluster(args.nnodes, args.gpus_per_node or (1 if args.device == "cpu" else 8), args.rollout_tp),
+            steps=args.steps,
+            batch=args.batch,
+            extra=args.set,
+            device=args.device,
+            rollout=args.rollout,
+        )
     except ConfigError as e:
         raise UsageError(str(e)) from None
     print(f"{args.stage} config validated by verl -> {out}")
@@ -179,8 +210,15 @@ def _train(args: argparse.Namespace) -> int:
     if not args.dry_run:
         _check_inputs(args)
     try:
-        argv = command(args.stage, args.config, nnodes=args.nnodes, gpus_per_node=args.gpus_per_node or _per_node(args.config),
-                       node_rank=args.node_rank, master_addr=args.master_addr, ray_address=args.ray_address)
+        argv = command(
+            args.stage,
+            args.config,
+            nnodes=args.nnodes,
+            gpus_per_node=args.gpus_per_node or _per_node(args.config),
+            node_rank=args.node_rank,
+            master_addr=args.master_addr,
+            ray_address=args.ray_address,
+        )
     except ValueError as e:
         raise UsageError(str(e)) from None
     env = environment(args.ray_address, args.config)

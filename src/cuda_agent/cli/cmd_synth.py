@@ -37,16 +37,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     f.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     f.add_argument("--ray", action="store_true", help="run the device jobs as Ray tasks (or set RAY_ADDRESS)")
     f.add_argument("--against", help="reference suite for decontamination: a KernelBench checkout or any suite")
-    f.add_argument("--threshold", type=float, default=0.9,
-                   help="where a task has no op graph: drop normalised AST similarity above this (default 0.9)")
+    f.add_argument(
+        "--threshold",
+        type=float,
+        default=0.9,
+        help="where a task has no op graph: drop normalised AST similarity above this (default 0.9)",
+    )
     f.add_argument("--trace-workers", type=int, default=2, help="decontamination: tracing processes at once")
     f.add_argument("--window-ms", type=float, nargs=2, default=(1.0, 100.0), metavar=("LO", "HI"))
     f.add_argument("--max-reshapes", type=int, default=4)
     f.add_argument("--no-compile", action="store_true", help="skip the eager vs torch.compile stage")
     f.add_argument("--jobs-per-gpu", type=int, default=8, help="filter jobs sharing one GPU (CPU: workers)")
     f.add_argument("--limit", type=int, help="only the first N candidates")
-    f.add_argument("--sandbox", choices=("auto", "off"), default="auto",
-                   help="run each candidate's code in the evaluator's sandbox (default auto: where it works)")
+    f.add_argument(
+        "--sandbox",
+        choices=("auto", "off"),
+        default="auto",
+        help="run each candidate's code in the evaluator's sandbox (default auto: where it works)",
+    )
     s = sub.add_parser("stats", help="op-count mix, op frequency, time and similarity histograms")
     s.add_argument("tasks", type=Path)
     s.add_argument("-o", "--out", type=Path, help="output folder (default: <tasks>.stats)")
@@ -70,14 +78,20 @@ def _crawl(args: argparse.Namespace) -> int:
         targets += [(t, "transformers") for t in hf_targets()]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with console.status("crawling") as status:
-        seeds = crawl(args.out, targets, limit=args.limit,
-                      on_seed=lambda s: status.update(f"crawling: {s.id} {' '.join(s.labels)}"))
+        seeds = crawl(
+            args.out,
+            targets,
+            limit=args.limit,
+            on_seed=lambda s: status.update(f"crawling: {s.id} {' '.join(s.labels)}"),
+        )
     for source in ("torch", "transformers"):
         mine = [s for s in seeds if s.source == source]
         labels = Counter(label for s in mine for label in s.labels)
-        print(f"{source}: {len(mine)} probed, {sum(s.runs for s in mine)} run on the CPU, "
-              f"{sum(not s.labels for s in mine)} clean; labels: "
-              + (", ".join(f"{k} {v}" for k, v in labels.most_common()) or "none"))
+        print(
+            f"{source}: {len(mine)} probed, {sum(s.runs for s in mine)} run on the CPU, "
+            f"{sum(not s.labels for s in mine)} clean; labels: "
+            + (", ".join(f"{k} {v}" for k, v in labels.most_common()) or "none")
+        )
     print(f"seeds: {args.out}")
     return 0
 
@@ -133,14 +147,22 @@ def _filter(args: argparse.Namespace) -> int:
     if args.against:
         suite = load_suite(args.against)
         refs = [(i.task_id, i.task.source) for i in suite]
-    settings = FilterSettings(device=args.device, window_ms=tuple(args.window_ms), max_reshapes=args.max_reshapes,
-                              compile=not args.no_compile, gpu_fraction=1.0 / max(1, args.jobs_per_gpu),
-                              sandbox=args.sandbox)
+    settings = FilterSettings(
+        device=args.device,
+        window_ms=tuple(args.window_ms),
+        max_reshapes=args.max_reshapes,
+        compile=not args.no_compile,
+        gpu_fraction=1.0 / max(1, args.jobs_per_gpu),
+        sandbox=args.sandbox,
+    )
     cfg = FilterConfig(settings, refs, args.threshold, trace_workers=max(1, args.trace_workers), limit=args.limit)
     console = Console(stderr=True)
-    pool = make_pool(ray=args.ray, device=args.device, call_workers=None if args.device == "cuda" else args.jobs_per_gpu)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as bar:
+    pool = make_pool(
+        ray=args.ray, device=args.device, call_workers=None if args.device == "cuda" else args.jobs_per_gpu
+    )
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
         tid = bar.add_task("device stages", total=None)
 
         def progress(counts: dict[str, list[int]], done: int, total: int) -> None:
@@ -157,8 +179,10 @@ def _filter(args: argparse.Namespace) -> int:
         print(f"{s:<14}{e:>9}{p:>9}{(f'{100 * p / e:.1f}%' if e else '-'):>8}")
     if summary.decontam:
         print("decontam: " + ", ".join(f"{v} {k}" for k, v in summary.decontam.items()))
-    print(f"kept {summary.kept} of {summary.candidates}; device part {summary.device_s:.1f} s for "
-          f"{summary.evaluated_now} candidates")
+    print(
+        f"kept {summary.kept} of {summary.candidates}; device part {summary.device_s:.1f} s for "
+        f"{summary.evaluated_now} candidates"
+    )
     for cid, msg in summary.harness_errors[:5]:
         print(f"harness error (will be retried on the next run): {cid}: {msg}")
     print("wrote " + ", ".join(map(str, summary.outputs)))

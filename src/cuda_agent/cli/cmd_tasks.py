@@ -29,7 +29,10 @@ def parse_levels(text: str | None) -> list[int] | None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=("list",), help="what to do (list: counts per level or source)")
-    p.add_argument("suite", help='"examples", a KernelBench checkout or level folder, an Ops-6K .parquet/.jsonl, or a folder of task files')
+    p.add_argument(
+        "suite",
+        help='"examples", a KernelBench checkout or level folder, an Ops-6K .parquet/.jsonl, or a folder of task files',
+    )
     p.add_argument("--levels", help="KernelBench levels, e.g. 1,2 (default 1,2,3)")
     p.add_argument("--ids", action="store_true", help="also print every task id")
 

@@ -30,13 +30,17 @@ def run(args: argparse.Namespace) -> int:
     if not run_dir.is_dir():
         raise UsageError(f"run directory not found: {run_dir}")
     if not run_kind(run_dir):
-        raise UsageError(f"{run_dir} holds no run (no results.sqlite of `cuda-agent bench`, no trajectory.jsonl of "
-                         "`cuda-agent optimize`)")
+        raise UsageError(
+            f"{run_dir} holds no run (no results.sqlite of `cuda-agent bench`, no trajectory.jsonl of "
+            "`cuda-agent optimize`)"
+        )
     try:
         server = make_server(run_dir, args.port)
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
-            raise UsageError(f"port {args.port} is in use on 127.0.0.1; pick another with --port (0: any free port)") from None
+            raise UsageError(
+                f"port {args.port} is in use on 127.0.0.1; pick another with --port (0: any free port)"
+            ) from None
         raise
     host, port = server.server_address[:2]
     print(f"serving {run_dir} at http://{host}:{port}/  (Ctrl-C to stop)", flush=True)

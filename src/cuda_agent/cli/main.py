@@ -58,7 +58,9 @@ def _load(verb: str) -> ModuleType | None:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cuda-agent", description="Make PyTorch programs faster with CUDA kernels written by an LLM agent.")
+    parser = argparse.ArgumentParser(
+        prog="cuda-agent", description="Make PyTorch programs faster with CUDA kernels written by an LLM agent."
+    )
     parser.add_argument("--version", action="version", version=f"cuda-agent {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     verbs: dict[str, argparse.ArgumentParser] = {}

@@ -29,8 +29,13 @@ def showing_phases(verb: str, enabled: bool) -> Iterator[None]:
 
     from cuda_agent.eval.progress import LABELS, listening
 
-    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                   console=Console(stderr=True, force_terminal=True), transient=True)
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True, force_terminal=True),
+        transient=True,
+    )
     with bar:
         tid = bar.add_task(f"{verb}: starting", total=None)
         with listening(lambda name: bar.update(tid, description=f"{verb}: {LABELS.get(name, name.replace('_', ' '))}")):

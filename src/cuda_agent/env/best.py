@@ -23,7 +23,12 @@ from cuda_agent.eval.judge.result import EvalResult
 def rank(r: EvalResult) -> tuple[int, int, float, float] | None:
     if not r.correct:
         return None
-    return (1 if r.time_ms is not None else 0, r.reward if r.reward is not None else -1, r.speedup_vs_compile or 0.0, r.speedup_vs_eager or 0.0)
+    return (
+        1 if r.time_ms is not None else 0,
+        r.reward if r.reward is not None else -1,
+        r.speedup_vs_compile or 0.0,
+        r.speedup_vs_eager or 0.0,
+    )
 
 
 @dataclass
@@ -73,6 +78,8 @@ def summary_line(best: Best | None, improved: bool) -> str:
     if best is None:
         return "best so far: none (no correct candidate yet)"
     r = best.result
-    sp = ", ".join(f"{v:.2f}x vs {k}" for k, v in (("eager", r.speedup_vs_eager), ("torch.compile", r.speedup_vs_compile)) if v)
+    sp = ", ".join(
+        f"{v:.2f}x vs {k}" for k, v in (("eager", r.speedup_vs_eager), ("torch.compile", r.speedup_vs_compile)) if v
+    )
     head = "new best, kept" if improved else f"best so far: turn {best.turn}"
     return f"{head} (reward {r.reward}{', ' + sp if sp else ''})"

@@ -112,8 +112,10 @@ def fix_call_ids(message: dict[str, Any], calls: list[ToolCall]) -> None:
 
 
 def calls_of(message: dict[str, Any]) -> list[ToolCall]:
-    return [ToolCall(c.get("id") or "", c["function"]["name"], c["function"].get("arguments") or "{}")
-            for c in message.get("tool_calls") or []]
+    return [
+        ToolCall(c.get("id") or "", c["function"]["name"], c["function"].get("arguments") or "{}")
+        for c in message.get("tool_calls") or []
+    ]
 
 
 @dataclass
@@ -140,8 +142,13 @@ class Environment:
         self._run_dir, self._task = Path(run_dir), task
         self._run_dir.mkdir(parents=True, exist_ok=True)
         ws = init_workspace(task, self._run_dir / "workspace")
-        self._tools = Toolbox(ws, evaluator=self.evaluator, render=self.render, shell_factory=self.shell_factory,
-                              bash_timeout_s=self.config.bash_timeout_s)
+        self._tools = Toolbox(
+            ws,
+            evaluator=self.evaluator,
+            render=self.render,
+            shell_factory=self.shell_factory,
+            bash_timeout_s=self.config.bash_timeout_s,
+        )
         messages = [{"role": "system", "content": system_prompt()}, {"role": "user", "content": task_message(ws)}]
         return Reset(messages, self._tools.schemas(), ws)
 
@@ -163,8 +170,9 @@ class Environment:
             raise RuntimeError("step before reset")
         return self._tools
 
-    def step(self, message: dict[str, Any], calls: list[ToolCall] | None = None,
-             finish_reason: str | None = None) -> StepResult:
+    def step(
+        self, message: dict[str, Any], calls: list[ToolCall] | None = None, finish_reason: str | None = None
+    ) -> StepResult:
         box = self._box
         if self.done:
             raise RuntimeError(f"step after the episode ended ({self.reason})")
@@ -178,14 +186,21 @@ class Environment:
                 return self._end("no_tool_call", obs)
             nudge = NUDGE_CUT_OFF if finish_reason == "length" else NUDGE_NO_TOOL
             obs.append(StepObservation({"role": "user", "content": nudge}, nudge=True))
-            return self._end("max_turns", obs) if self.turns >= self.config.max_turns else StepResult(obs, False, None, self.reward)
+            return (
+                self._end("max_turns", obs)
+                if self.turns >= self.config.max_turns
+                else StepResult(obs, False, None, self.reward)
+            )
         finished = False
         for call in calls:
             self.calls += 1
             if call.name:
                 self.counts[call.name] += 1
-            o = (Observation(f"error: {call.error}. {FIX_CALL}", ok=False, malformed=True) if call.error
-                 else box.call(call.name, call.arguments))
+            o = (
+                Observation(f"error: {call.error}. {FIX_CALL}", ok=False, malformed=True)
+                if call.error
+                else box.call(call.name, call.arguments)
+            )
             if o.malformed:
                 self.counts["malformed"] += 1
             obs.append(self._observe(call, o))

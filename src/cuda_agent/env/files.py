@@ -57,7 +57,9 @@ class FileTools:
         rel = self.rel(p)
         top = rel.split("/", 1)[0]
         if rel in PROTECTED_IN_WORKSPACE or top in ("tools", ".cuda-agent"):
-            raise ToolFailure(f"{rel} is protected and cannot be changed; write model_new.py and files under kernels/ instead")
+            raise ToolFailure(
+                f"{rel} is protected and cannot be changed; write model_new.py and files under kernels/ instead"
+            )
 
     def _stamp(self, p: Path) -> tuple[int, int]:
         st = p.stat()
@@ -70,11 +72,15 @@ class FileTools:
         if seen is None:
             raise ToolFailure(f"{self.rel(p)} exists and has not been read; read it before you {verb} it")
         if seen != self._stamp(p):
-            raise ToolFailure(f"{self.rel(p)} changed on disk since you last read it; read it again before you {verb} it")
+            raise ToolFailure(
+                f"{self.rel(p)} changed on disk since you last read it; read it again before you {verb} it"
+            )
 
     def _read_text(self, p: Path) -> str:
         if not p.is_file():
-            raise ToolFailure(f"{self.rel(p)} does not exist or is not a file" + ("" if p.exists() else "; use glob to find files"))
+            raise ToolFailure(
+                f"{self.rel(p)} does not exist or is not a file" + ("" if p.exists() else "; use glob to find files")
+            )
         raw = p.read_bytes()
         if b"\0" in raw[:8192]:
             raise ToolFailure(f"{self.rel(p)} is a binary file; only text files can be read")
@@ -93,8 +99,10 @@ class FileTools:
             return f"({self.rel(p)} is empty)"
         if not chunk:
             raise ToolFailure(f"offset {offset} is past the end: {self.rel(p)} has {len(lines)} lines")
-        body = "\n".join(f"{i:6d}\t{ln if len(ln) <= LINE_CHARS else ln[:LINE_CHARS] + ' [line cut]'}"
-                         for i, ln in enumerate(chunk, start=offset))
+        body = "\n".join(
+            f"{i:6d}\t{ln if len(ln) <= LINE_CHARS else ln[:LINE_CHARS] + ' [line cut]'}"
+            for i, ln in enumerate(chunk, start=offset)
+        )
         end = offset + len(chunk) - 1
         if end < len(lines) or offset > 1:
             body += f"\n[lines {offset}-{end} of {len(lines)}; use offset/limit to see more]"
@@ -127,7 +135,11 @@ class FileTools:
             raise ToolFailure("edits must be a non-empty list of {old_string, new_string[, replace_all]} objects")
         # All edits apply in order to an in-memory copy; the file changes only if every one succeeds.
         for i, e in enumerate(edits, 1):
-            if not isinstance(e, dict) or not isinstance(e.get("old_string"), str) or not isinstance(e.get("new_string"), str):
+            if (
+                not isinstance(e, dict)
+                or not isinstance(e.get("old_string"), str)
+                or not isinstance(e.get("new_string"), str)
+            ):
                 raise ToolFailure(f"edit {i}: needs string fields old_string and new_string")
             old, new = e["old_string"], e["new_string"]
             if old == "":
@@ -136,11 +148,15 @@ class FileTools:
                 raise ToolFailure(f"edit {i}: old_string and new_string are the same")
             n = text.count(old)
             if n == 0:
-                raise ToolFailure(f"edit {i}: old_string not found in {self.rel(p)}; copy it exactly from a fresh read "
-                                  "(whitespace and indentation count, no line-number prefixes); no edit was applied")
+                raise ToolFailure(
+                    f"edit {i}: old_string not found in {self.rel(p)}; copy it exactly from a fresh read "
+                    "(whitespace and indentation count, no line-number prefixes); no edit was applied"
+                )
             if n > 1 and not e.get("replace_all"):
-                raise ToolFailure(f"edit {i}: old_string occurs {n} times in {self.rel(p)}; add surrounding lines to make it "
-                                  "unique, or set replace_all; no edit was applied")
+                raise ToolFailure(
+                    f"edit {i}: old_string occurs {n} times in {self.rel(p)}; add surrounding lines to make it "
+                    "unique, or set replace_all; no edit was applied"
+                )
             text = text.replace(old, new) if e.get("replace_all") else text.replace(old, new, 1)
         p.write_text(text)
         self._seen[p] = self._stamp(p)

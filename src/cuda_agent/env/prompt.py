@@ -49,10 +49,14 @@ Be brief in your replies: think, then act with a tool call. Keep files small and
 edit them in place rather than rewriting them.
 """
 
-NUDGE_NO_TOOL = ("Your reply had no tool call. Continue the task by calling a tool "
-                 "(read, write, edit, bash, compile, verify, profile, ...); call finish when you are done.")
-NUDGE_CUT_OFF = ("Your reply was cut off at the length limit before a complete tool call. "
-                 "Reply in smaller steps: one tool call at a time, and change large files with edit.")
+NUDGE_NO_TOOL = (
+    "Your reply had no tool call. Continue the task by calling a tool "
+    "(read, write, edit, bash, compile, verify, profile, ...); call finish when you are done."
+)
+NUDGE_CUT_OFF = (
+    "Your reply was cut off at the length limit before a complete tool call. "
+    "Reply in smaller steps: one tool call at a time, and change large files with edit."
+)
 
 
 def system_prompt() -> str:

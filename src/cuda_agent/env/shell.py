@@ -45,9 +45,14 @@ class Shell(Protocol):
 
 ShellFactory = Callable[..., Shell]  # called as factory(workspace, timeout_s=seconds)
 
+
 def default_shell(workspace: Path, timeout_s: float) -> Shell:
-    return BashSession(workspace, timeout_s=timeout_s, protected=PROTECTED_IN_WORKSPACE,
-                       extra_env={"CUDA_AGENT_CACHE": str(cache_root())})
+    return BashSession(
+        workspace,
+        timeout_s=timeout_s,
+        protected=PROTECTED_IN_WORKSPACE,
+        extra_env={"CUDA_AGENT_CACHE": str(cache_root())},
+    )
 
 
 def make_shell(workspace: Path, timeout_s: float, factory: ShellFactory | None = None) -> Shell:

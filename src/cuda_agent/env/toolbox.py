@@ -49,48 +49,105 @@ def _b(desc: str) -> dict[str, Any]:
     return {"type": "boolean", "description": desc}
 
 
-_EDIT = {"type": "object", "properties": {"old_string": _s("exact text to replace"), "new_string": _s("replacement"),
-                                           "replace_all": _b("replace every occurrence")},
-         "required": ["old_string", "new_string"], "additionalProperties": False}
+_EDIT = {
+    "type": "object",
+    "properties": {
+        "old_string": _s("exact text to replace"),
+        "new_string": _s("replacement"),
+        "replace_all": _b("replace every occurrence"),
+    },
+    "required": ["old_string", "new_string"],
+    "additionalProperties": False,
+}
 # name -> (description, properties, required)
 SPECS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
-    "bash": ("Run a command in a persistent bash shell (cwd, variables persist) inside the workspace. No network. "
-             "Long output is cut to its head and tail.",
-             {"command": _s("the command line"), "timeout": _i("seconds before the command is killed (default 180, max 600)")},
-             ["command"]),
-    "read": ("Read a text file; lines come numbered (the numbers are not part of the file).",
-             {"path": _s("file path, relative to the workspace"), "offset": _i("first line, from 1"), "limit": _i("number of lines (default 2000)")},
-             ["path"]),
-    "write": ("Create or overwrite a file with the given content. An existing file must be read first.",
-              {"path": _s("file path, relative to the workspace"), "content": _s("the whole new content")}, ["path", "content"]),
-    "edit": ("Replace an exact string in a file (read it first). old_string must occur exactly once unless replace_all.",
-             {"path": _s("file path"), "old_string": _s("exact text to replace"), "new_string": _s("replacement text"),
-              "replace_all": _b("replace every occurrence")}, ["path", "old_string", "new_string"]),
-    "multi_edit": ("Apply several exact-string edits to one file in order; all succeed or none is applied.",
-                   {"path": _s("file path"), "edits": {"type": "array", "items": _EDIT, "description": "the edits, in order"}},
-                   ["path", "edits"]),
-    "glob": ("List files matching a glob pattern (e.g. 'kernels/*.cu', '**/*.py').",
-             {"pattern": _s("glob pattern"), "path": _s("directory to search from (default: workspace)")}, ["pattern"]),
-    "grep": ("Search file contents with a Python regular expression; prints path:line:text.",
-             {"pattern": _s("regular expression"), "path": _s("file or directory (default: workspace)"),
-              "glob": _s("only files whose name matches this glob, e.g. '*.cu'"), "ignore_case": _b("case-insensitive")},
-             ["pattern"]),
-    "compile": ("Run the evaluator's static checks and build kernels/ and model_new.py. Same as tools/compile.", {}, []),
+    "bash": (
+        "Run a command in a persistent bash shell (cwd, variables persist) inside the workspace. No network. "
+        "Long output is cut to its head and tail.",
+        {
+            "command": _s("the command line"),
+            "timeout": _i("seconds before the command is killed (default 180, max 600)"),
+        },
+        ["command"],
+    ),
+    "read": (
+        "Read a text file; lines come numbered (the numbers are not part of the file).",
+        {
+            "path": _s("file path, relative to the workspace"),
+            "offset": _i("first line, from 1"),
+            "limit": _i("number of lines (default 2000)"),
+        },
+        ["path"],
+    ),
+    "write": (
+        "Create or overwrite a file with the given content. An existing file must be read first.",
+        {"path": _s("file path, relative to the workspace"), "content": _s("the whole new content")},
+        ["path", "content"],
+    ),
+    "edit": (
+        "Replace an exact string in a file (read it first). old_string must occur exactly once unless replace_all.",
+        {
+            "path": _s("file path"),
+            "old_string": _s("exact text to replace"),
+            "new_string": _s("replacement text"),
+            "replace_all": _b("replace every occurrence"),
+        },
+        ["path", "old_string", "new_string"],
+    ),
+    "multi_edit": (
+        "Apply several exact-string edits to one file in order; all succeed or none is applied.",
+        {"path": _s("file path"), "edits": {"type": "array", "items": _EDIT, "description": "the edits, in order"}},
+        ["path", "edits"],
+    ),
+    "glob": (
+        "List files matching a glob pattern (e.g. 'kernels/*.cu', '**/*.py').",
+        {"pattern": _s("glob pattern"), "path": _s("directory to search from (default: workspace)")},
+        ["pattern"],
+    ),
+    "grep": (
+        "Search file contents with a Python regular expression; prints path:line:text.",
+        {
+            "pattern": _s("regular expression"),
+            "path": _s("file or directory (default: workspace)"),
+            "glob": _s("only files whose name matches this glob, e.g. '*.cu'"),
+            "ignore_case": _b("case-insensitive"),
+        },
+        ["pattern"],
+    ),
+    "compile": (
+        "Run the evaluator's static checks and build kernels/ and model_new.py. Same as tools/compile.",
+        {},
+        [],
+    ),
     "verify": ("Compile, then check ModelNew against Model on fresh random inputs. Same as tools/verify.", {}, []),
-    "profile": ("Compile, verify, then time ModelNew against eager PyTorch and torch.compile and give the reward; "
-                "then an expert profile per kernel (DRAM and compute throughput against the GPU's measured peaks, "
-                "occupancy, registers, spills, shared memory, top stalls, a roofline verdict). Same as tools/profile.",
-                {}, []),
-    "finish": ("End the episode. The best correct version you profiled is kept, whatever the files hold now.",
-               {"summary": _s("what you built and how fast it is")}, []),
+    "profile": (
+        "Compile, verify, then time ModelNew against eager PyTorch and torch.compile and give the reward; "
+        "then an expert profile per kernel (DRAM and compute throughput against the GPU's measured peaks, "
+        "occupancy, registers, spills, shared memory, top stalls, a roofline verdict). Same as tools/profile.",
+        {},
+        [],
+    ),
+    "finish": (
+        "End the episode. The best correct version you profiled is kept, whatever the files hold now.",
+        {"summary": _s("what you built and how fast it is")},
+        [],
+    ),
 }
 _TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict}
 
 
 def tool_schemas() -> list[dict[str, Any]]:
-    return [{"type": "function", "function": {"name": n, "description": d, "parameters": {
-        "type": "object", "properties": props, "required": req, "additionalProperties": False}}}
-        for n, (d, props, req) in SPECS.items()]
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": n,
+                "description": d,
+                "parameters": {"type": "object", "properties": props, "required": req, "additionalProperties": False},
+            },
+        }
+        for n, (d, props, req) in SPECS.items()
+    ]
 
 
 @dataclass
@@ -122,27 +179,41 @@ def check_arguments(name: str, raw: str | dict | None) -> dict[str, Any]:
         try:
             args = json.loads(raw or "{}")
         except json.JSONDecodeError as e:
-            raise ToolFailure(f"arguments of {name} are not valid JSON ({e.msg} at char {e.pos}); send one JSON object, "
-                              f"e.g. {_usage(name)}") from None
+            raise ToolFailure(
+                f"arguments of {name} are not valid JSON ({e.msg} at char {e.pos}); send one JSON object, "
+                f"e.g. {_usage(name)}"
+            ) from None
     if not isinstance(args, dict):
         raise ToolFailure(f"arguments of {name} must be a JSON object: {_usage(name)}")
     _, props, req = SPECS[name]
     missing = [k for k in req if k not in args]
     extra = [k for k in args if k not in props]
     if missing or extra:
-        parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(extra)}"] if extra else [])
+        parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
+            [f"unknown {', '.join(extra)}"] if extra else []
+        )
         raise ToolFailure(f"bad arguments for {name}: {'; '.join(parts)}. Expected {_usage(name)}")
     for k, v in args.items():
         want = _TYPES[props[k]["type"]]
         if not isinstance(v, want) or (want is int and isinstance(v, bool)):
-            raise ToolFailure(f"argument {k} of {name} must be a {props[k]['type']}, got {type(v).__name__}. Expected {_usage(name)}")
+            raise ToolFailure(
+                f"argument {k} of {name} must be a {props[k]['type']}, got {type(v).__name__}. Expected {_usage(name)}"
+            )
     return args
 
 
 class Toolbox:
-    def __init__(self, workspace: str | Path, *, evaluator: Evaluator | None = None, render: Renderer | None = None,
-                 shell: Shell | None = None, shell_factory: ShellFactory | None = None, bash_timeout_s: float = 180.0,
-                 expert: Expert | None = None):
+    def __init__(
+        self,
+        workspace: str | Path,
+        *,
+        evaluator: Evaluator | None = None,
+        render: Renderer | None = None,
+        shell: Shell | None = None,
+        shell_factory: ShellFactory | None = None,
+        bash_timeout_s: float = 180.0,
+        expert: Expert | None = None,
+    ):
         self.workspace = Path(workspace).resolve()
         self.files = FileTools(self.workspace)
         self.shell = shell or make_shell(self.workspace, bash_timeout_s, shell_factory)
@@ -176,7 +247,9 @@ class Toolbox:
                 raise ToolFailure("timeout must be between 1 and 600 seconds")
             r = self.shell.run(a["command"], timeout_s=timeout)
             code = "killed" if r.exit_code is None else str(r.exit_code)
-            return Observation(f"{r.output}\n[exit code: {code}]" if r.output else f"[exit code: {code}]", ok=r.exit_code == 0)
+            return Observation(
+                f"{r.output}\n[exit code: {code}]" if r.output else f"[exit code: {code}]", ok=r.exit_code == 0
+            )
         if name == "read":
             return Observation(f.read(a["path"], a.get("offset", 1), a.get("limit", 2000)))
         if name == "write":
@@ -207,15 +280,24 @@ class Toolbox:
             result = self._evaluate_fn()(workspace, phase)
             text = self._render_fn()(result)
         except Exception as e:  # noqa: BLE001 - a harness bug must not end a long episode; it is logged as such
-            return Observation(f"internal error of the evaluator (not your fault, not scored): {type(e).__name__}: {e}",
-                               ok=False, phase=phase, error=traceback.format_exc())
+            return Observation(
+                f"internal error of the evaluator (not your fault, not scored): {type(e).__name__}: {e}",
+                ok=False,
+                phase=phase,
+                error=traceback.format_exc(),
+            )
         text = text.rstrip()
         if "reward:" not in text:
             text += f"\nreward: {result.reward}"
         if expert and phase == "profile" and result.correct and self._expert is not None:
             text += "\n\n" + self._expert_text(workspace)
-        return Observation(text, ok=result.correct or result.status.value in ("ok", "no_gpu"),
-                           result=result, phase=phase, sources=sources)
+        return Observation(
+            text,
+            ok=result.correct or result.status.value in ("ok", "no_gpu"),
+            result=result,
+            phase=phase,
+            sources=sources,
+        )
 
     def _expert_text(self, workspace: Path) -> str:
         assert self._expert is not None
@@ -231,7 +313,8 @@ class Toolbox:
 
             # spare children: the next evaluation's start-up overlaps the model's turn
             self._evaluator = lambda ws, phase: evaluate_workspace(  # type: ignore[arg-type]
-                ws, phase=phase, config=EvalConfig(spare_children=True, retry_unstable=1))
+                ws, phase=phase, config=EvalConfig(spare_children=True, retry_unstable=1)
+            )
         return self._evaluator
 
     def _render_fn(self) -> Renderer:

@@ -115,5 +115,9 @@ def clock_opt_ins(names: str) -> dict[str, bool | str]:
     opts = {o for o in names.split(",") if o}
     if bad := opts - set(CLOCK_OPT_INS):
         raise ValueError(f"unknown --clock opt-in(s) {', '.join(sorted(bad))}; choose from {', '.join(CLOCK_OPT_INS)}")
-    return {"clock_flush": "flush" in opts, "clock_fresh_baselines": "fresh" in opts,
-            "clock_digest": "rank1" if "rank1" in opts else "dense", "clock_cold_digest": "cold" in opts}
+    return {
+        "clock_flush": "flush" in opts,
+        "clock_fresh_baselines": "fresh" in opts,
+        "clock_digest": "rank1" if "rank1" in opts else "dense",
+        "clock_cold_digest": "cold" in opts,
+    }

@@ -111,7 +111,13 @@ def run_single_file(task: Task, solution: Path, cfg: EvalConfig) -> EvalResult:
         root.mkdir()
         (root / "model.py").write_text(task.source)
         (root / "model_new.py").write_text(text)
-        findings = static_findings({"model_new.py": text}, task.precision, single_file=True, precision_source=task.precision_source, task_dtypes=task.dtypes)
+        findings = static_findings(
+            {"model_new.py": text},
+            task.precision,
+            single_file=True,
+            precision_source=task.precision_source,
+            task_dtypes=task.dtypes,
+        )
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         return evaluate(Candidate(task, root, digest, "single_file", findings), cfg, Path(tmp))
 
@@ -120,8 +126,15 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
     gpu = gpu_mod.detect() if cfg.device == "cuda" else gpu_mod.GPU("cpu", "0.0")
     res = _new_result(cand, gpu)
     cache = KVCache(cache_root() / "eval.sqlite") if cfg.use_cache else None
-    rkey = result_key(evaluator=evaluator_fingerprint(), task_hash=cand.task.hash, candidate_hash=cand.hash,
-                      findings=cand.findings, gpu=res.gpu, torch_version=res.torch, cfg=cfg)
+    rkey = result_key(
+        evaluator=evaluator_fingerprint(),
+        task_hash=cand.task.hash,
+        candidate_hash=cand.hash,
+        findings=cand.findings,
+        gpu=res.gpu,
+        torch_version=res.torch,
+        cfg=cfg,
+    )
     if cache is not None and cfg.reuse_results and (hit := cache.get(rkey)) is not None:
         out = EvalResult.from_dict(hit)
         out.cache = {**out.cache, "result": True}
@@ -129,8 +142,11 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
     res = _attempt(cand, cfg, tmp, gpu, res, cache)
     for _ in range(cfg.retry_unstable if res.unstable else 0):
         again = _attempt(cand, cfg, tmp, gpu, _new_result(cand, gpu), cache)
-        if not again.unstable or (again.timing and res.timing
-                                  and again.timing.spread_by(cfg.round_spread) < res.timing.spread_by(cfg.round_spread)):
+        if not again.unstable or (
+            again.timing
+            and res.timing
+            and again.timing.spread_by(cfg.round_spread) < res.timing.spread_by(cfg.round_spread)
+        ):
             res = again  # the steadier look counts
         if not res.unstable:
             break
@@ -142,15 +158,28 @@ def evaluate(cand: Candidate, cfg: EvalConfig, tmp: Path) -> EvalResult:
     return res
 
 
-def _attempt(cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, res: EvalResult,
-             cache: KVCache | None) -> EvalResult:
+def _attempt(
+    cand: Candidate, cfg: EvalConfig, tmp: Path, gpu: gpu_mod.GPU | None, res: EvalResult, cache: KVCache | None
+) -> EvalResult:
     """One look at the candidate: its phases in order, over one state. A phase returns the finished
     result when the evaluation ends there (a failure, or the last phase the caller asked for)."""
     with ExitStack() as stack:  # the children and the GPU's shared hold, closed when the look ends
         ev = _Evaluation(cand, cfg, tmp, gpu, res, cache, stack)
-        for phase in (_static_gate, _start_children, _queue_reference, _build, _compiled_or_no_gpu, _load,
-                      _correctness, _verified_or_on, _time_candidate, _time_baselines, _reward, _shape_probe_last,
-                      _extra_baselines):
+        for phase in (
+            _static_gate,
+            _start_children,
+            _queue_reference,
+            _build,
+            _compiled_or_no_gpu,
+            _load,
+            _correctness,
+            _verified_or_on,
+            _time_candidate,
+            _time_baselines,
+            _reward,
+            _shape_probe_last,
+            _extra_baselines,
+        ):
             if (end := _step(phase, ev)) is not None:
                 return end
     return res
@@ -166,8 +195,17 @@ def _step(phase: Callable[[_Evaluation], EvalResult | None], ev: _Evaluation) ->
 def _new_result(cand: Candidate, gpu: gpu_mod.GPU | None) -> EvalResult:
     import torch
 
-    return EvalResult(status=Status.OK, reward=None, correct=False, findings=list(cand.findings), gpu=gpu.name if gpu else None,
-                      torch=torch.__version__, precision=cand.task.precision, task_hash=cand.task.hash, candidate_hash=cand.hash)
+    return EvalResult(
+        status=Status.OK,
+        reward=None,
+        correct=False,
+        findings=list(cand.findings),
+        gpu=gpu.name if gpu else None,
+        torch=torch.__version__,
+        precision=cand.task.precision,
+        task_hash=cand.task.hash,
+        candidate_hash=cand.hash,
+    )
 
 
 @dataclass
@@ -180,8 +218,11 @@ class _Seeds:
 
     @classmethod
     def draw(cls, cfg: EvalConfig) -> _Seeds:
-        return cls(secrets.randbits(62), [secrets.randbits(62) for _ in range(cfg.n_correctness)],
-                   [secrets.randbits(62) for _ in range(cfg.n_timing_sets)])
+        return cls(
+            secrets.randbits(62),
+            [secrets.randbits(62) for _ in range(cfg.n_correctness)],
+            [secrets.randbits(62) for _ in range(cfg.n_timing_sets)],
+        )
 
 
 @dataclass
@@ -227,7 +268,9 @@ class _Evaluation:
 def _static_gate(ev: _Evaluation) -> EvalResult | None:
     res = ev.res
     rejected = [f for f in res.findings if f.severity is Severity.REJECT]
-    if rejected and not ev.cfg.static_gate:  # the red team's runtime lane: the static rules' verdicts noted, not applied
+    if (
+        rejected and not ev.cfg.static_gate
+    ):  # the red team's runtime lane: the static rules' verdicts noted, not applied
         res.defences["static_gate"] = "off: " + ", ".join(sorted({f.rule for f in rejected}))
         rejected = []
     if rejected:
@@ -278,8 +321,11 @@ def _compiled_or_no_gpu(ev: _Evaluation) -> EvalResult | None:
         res.message = "compiled"  # a GPU is not needed for this phase
         return res
     if ev.gpu is None:
-        what = "compiled with nvcc" if cand.kind == "workspace" or ev.built.inline else \
-            "checked statically (its load_inline arguments are not static: it compiles on the GPU machine)"
+        what = (
+            "compiled with nvcc"
+            if cand.kind == "workspace" or ev.built.inline
+            else "checked statically (its load_inline arguments are not static: it compiles on the GPU machine)"
+        )
         res.status, res.message = Status.NO_GPU, f"{what}; correctness and timing need a CUDA GPU, and none is visible"
         return res
     return None
@@ -322,7 +368,9 @@ def _correctness(ev: _Evaluation) -> None:
     _verify(cfg, pair.cnd_io, res, ev.cand.task, pair.ref, pair.cnd, seeds.correctness, ev.max_bytes)
     res.correct = True
     if cfg.sanitize:
-        _sanitize(ev.cand, cfg, ev.tmp, res, dataclasses.replace(ev.setup, guard=False), seeds.correctness[0], pair.cnd.share)
+        _sanitize(
+            ev.cand, cfg, ev.tmp, res, dataclasses.replace(ev.setup, guard=False), seeds.correctness[0], pair.cnd.share
+        )
 
 
 def _verified_or_on(ev: _Evaluation) -> EvalResult | None:
@@ -379,8 +427,13 @@ def _time_baselines(ev: _Evaluation) -> None:
     with timed.section(res, cfg, ev.gpu):
         timed.baselines(cfg, res, ref, ev.base_req, cache, ev.compiled)
         assert res.eager_timing is not None
-        ev.base = (timed.burst_baselines(ref, res, cfg, ev.in_bytes, cache, timed.baseline_key(cfg, res, ev.base_req),
-                                         ev.bursts.kind) if ev.bursts is not None else None)
+        ev.base = (
+            timed.burst_baselines(
+                ref, res, cfg, ev.in_bytes, cache, timed.baseline_key(cfg, res, ev.base_req), ev.bursts.kind
+            )
+            if ev.bursts is not None
+            else None
+        )
     timed.flag_unstable(res, cfg)
 
 
@@ -425,14 +478,35 @@ def _book_share(share: gpu_lock.Share, res: EvalResult) -> None:
     if share.waited_s:  # the requests' waits for other evaluations' timings (a sub-key, as lock.exclusive)
         res.phases_s["lock.shared"] = round(res.phases_s.get("lock.shared", 0.0) + share.waited_s, 3)
     if share.missed:
-        res.findings.append(Finding("gpu-lock-timeout", f"waited {share.wait_s:.0f} s for the GPU's lock {share.missed} "
-                                    "time(s) and ran without it: another process's timing may be off", Severity.WARN))
+        res.findings.append(
+            Finding(
+                "gpu-lock-timeout",
+                f"waited {share.wait_s:.0f} s for the GPU's lock {share.missed} "
+                "time(s) and ran without it: another process's timing may be off",
+                Severity.WARN,
+            )
+        )
 
 
-def _setup(cand: Candidate, cfg: EvalConfig, seeds: _Seeds, *, solution: P.Solution | None = None,
-           guard: bool = False, peer_io: Path | None = None) -> P.Setup:
-    return P.Setup(str(cand.root / "model.py"), seeds.init, cand.task.precision, cfg.device, str(cand.root),
-                   solution=solution, guard=guard, peer_io=str(peer_io) if peer_io is not None else None)
+def _setup(
+    cand: Candidate,
+    cfg: EvalConfig,
+    seeds: _Seeds,
+    *,
+    solution: P.Solution | None = None,
+    guard: bool = False,
+    peer_io: Path | None = None,
+) -> P.Setup:
+    return P.Setup(
+        str(cand.root / "model.py"),
+        seeds.init,
+        cand.task.precision,
+        cfg.device,
+        str(cand.root),
+        solution=solution,
+        guard=guard,
+        peer_io=str(peer_io) if peer_io is not None else None,
+    )
 
 
 def _build(ev: _Evaluation) -> None:
@@ -450,8 +524,14 @@ def _build(ev: _Evaluation) -> None:
         notes: list[str] = []
         cached = True
         for call in calls:
-            b = inline_build.build_call(call, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, use_cache=cfg.use_cache,
-                                       check_symbols=cfg.static_gate)
+            b = inline_build.build_call(
+                call,
+                cache_root() / "build",
+                arch=arch,
+                timeout=cfg.compile_timeout,
+                use_cache=cfg.use_cache,
+                check_symbols=cfg.static_gate,
+            )
             _built_or_stop(b, cfg, res, t0)
             built[call.name] = str(b.so_path)
             notes.append(f"{call.name}: {b.note}" if b.note else call.name)
@@ -460,8 +540,15 @@ def _build(ev: _Evaluation) -> None:
         res.defences["inline_build"] = f"in the evaluator: {'; '.join(notes)}"
         ev.built = _Built(inline=built)
         return
-    b = build(cand.root, cache_root() / "build", arch=arch, timeout=cfg.compile_timeout, jobs=cfg.jobs, use_cache=cfg.use_cache,
-              check_symbols=cfg.static_gate)
+    b = build(
+        cand.root,
+        cache_root() / "build",
+        arch=arch,
+        timeout=cfg.compile_timeout,
+        jobs=cfg.jobs,
+        use_cache=cfg.use_cache,
+        check_symbols=cfg.static_gate,
+    )
     res.cache["build"] = b.cached
     _built_or_stop(b, cfg, res, t0)
     ev.built = _Built(so_path=b.so_path)
@@ -508,8 +595,10 @@ def _probe_fits(cfg: EvalConfig, io: Path, res: EvalResult, out_bytes: int) -> b
     if need <= room:
         return True
     gib = 1 << 30
-    res.defences["shape_probe"] = (f"skipped: the doubled output ({need / gib:.2f} GiB) would not fit the candidate's "
-                                   f"file limit or the scratch folder's free space ({room / gib:.2f} GiB)")
+    res.defences["shape_probe"] = (
+        f"skipped: the doubled output ({need / gib:.2f} GiB) would not fit the candidate's "
+        f"file limit or the scratch folder's free space ({room / gib:.2f} GiB)"
+    )
     return False
 
 
@@ -523,8 +612,9 @@ def _probe_reply(reply: P.Reply | ChildFailure) -> P.OutputRecord | str:
     return reply.outputs[0]
 
 
-def _verify(cfg: EvalConfig, io: Path, res: EvalResult, task: Task, ref: Child, cnd: Child,
-            seeds: list[int], max_bytes: int) -> None:
+def _verify(
+    cfg: EvalConfig, io: Path, res: EvalResult, task: Task, ref: Child, cnd: Child, seeds: list[int], max_bytes: int
+) -> None:
     """Correctness on every fresh seed, one input set per request so that the reference compares
     set i-1 while the candidate computes and writes set i (the files of large outputs take
     about as long to write as to read back)."""
@@ -537,7 +627,11 @@ def _verify(cfg: EvalConfig, io: Path, res: EvalResult, task: Task, ref: Child, 
         reply = recv(cnd, res, cfg.correctness_timeout, "verify", "run", P.RunReply)
         guard(res, reply.guard, cfg.runtime_guards, "correctness runs")
         if len(reply.outputs) != 1:
-            raise finish(res, Status.RUNTIME_ERROR, f"verify: the candidate answered {len(reply.outputs)} output records for one input set")
+            raise finish(
+                res,
+                Status.RUNTIME_ERROR,
+                f"verify: the candidate answered {len(reply.outputs)} output records for one input set",
+            )
         rec = reply.outputs[0]
         if rec.inputs_mutated:
             raise finish(res, Status.INCORRECT, "the candidate modified its input tensors")
@@ -552,8 +646,15 @@ def _verified(res: EvalResult, chk: CheckRecord, i: int) -> None:
         raise finish(res, Status.INCORRECT, f"wrong output on input set {i}: {chk.message}")
 
 
-def _shape_probe(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, cand_rec: P.OutputRecord | str,
-                 grow: P.Run, max_bytes: int) -> None:
+def _shape_probe(
+    ref: Child,
+    res: EvalResult,
+    cfg: EvalConfig,
+    task: Task,
+    cand_rec: P.OutputRecord | str,
+    grow: P.Run,
+    max_bytes: int,
+) -> None:
     """Hardcoded shapes: the candidate must match the reference on one input set whose batch-like
     dimension is doubled (`child.state.grow_inputs`). Skipped, with a note, when the reference itself
     cannot run such inputs (its shapes are fixed by the task)."""
@@ -561,7 +662,9 @@ def _shape_probe(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, cand_
     why = failure(ref.request(dataclasses.replace(grow, keep=True, out_dir=None), cfg.correctness_timeout))
     _book(res, "shape_probe", t0)  # its compare below is booked to "compare", as every compare
     if why is not None:
-        res.defences["shape_probe"] = f"skipped: the reference does not run with a doubled leading dimension ({why[:120]})"
+        res.defences["shape_probe"] = (
+            f"skipped: the reference does not run with a doubled leading dimension ({why[:120]})"
+        )
         return
     if isinstance(cand_rec, str) and "out of memory" in cand_rec.lower():
         # the doubled set may not fit beside the candidate's timing buffers: no verdict either way
@@ -569,25 +672,45 @@ def _shape_probe(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, cand_
         return
     if isinstance(cand_rec, str):
         res.defences["shape_probe"] = "failed"
-        raise finish(res, Status.INCORRECT, "the candidate fails on inputs whose leading (batch) dimension is doubled, "
-                     f"which the reference handles: {cand_rec}"[:600])
+        raise finish(
+            res,
+            Status.INCORRECT,
+            "the candidate fails on inputs whose leading (batch) dimension is doubled, "
+            f"which the reference handles: {cand_rec}"[:600],
+        )
     assert grow.out_dir is not None
-    compare_send(ref, res, task, "shape-probe", "grow#0", P.output_path(grow.out_dir, grow.tag, 0), cand_rec, 2 * max_bytes)
+    compare_send(
+        ref, res, task, "shape-probe", "grow#0", P.output_path(grow.out_dir, grow.tag, 0), cand_rec, 2 * max_bytes
+    )
     chk = compare_recv(ref, res, cfg.correctness_timeout)
     res.defences["shape_probe"] = "passed" if chk.passed else "failed"
     if not chk.passed:
-        raise finish(res, Status.INCORRECT, "wrong output when the leading (batch) dimension is doubled "
-                     f"(are the shapes hardcoded?): {chk.message}"[:600])
+        raise finish(
+            res,
+            Status.INCORRECT,
+            f"wrong output when the leading (batch) dimension is doubled (are the shapes hardcoded?): {chk.message}"[
+                :600
+            ],
+        )
 
 
-def _sanitize(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setup: P.Setup, seed: int,
-              share: gpu_lock.Share | None = None) -> None:
+def _sanitize(
+    cand: Candidate,
+    cfg: EvalConfig,
+    tmp: Path,
+    res: EvalResult,
+    setup: P.Setup,
+    seed: int,
+    share: gpu_lock.Share | None = None,
+) -> None:
     """The opt-in compute-sanitizer lane (module `sanitize`): a fresh candidate child per check,
     under the tool and inside the same sandbox, loads the candidate and runs one input set."""
     tool = sanitize_mod.find_tool()
     stand_in = bool(os.environ.get(sanitize_mod.OVERRIDE))  # the tests' stand-in tool runs on the CPU lane
     if (cfg.device != "cuda" and not stand_in) or tool is None:
-        res.defences["sanitize"] = "unavailable: " + ("compute-sanitizer not found" if tool is None else "no CUDA device")
+        res.defences["sanitize"] = "unavailable: " + (
+            "compute-sanitizer not found" if tool is None else "no CUDA device"
+        )
         res.findings.append(Finding("sanitizer-unavailable", res.defences["sanitize"], Severity.WARN))
         return
     box, _ = warm.sandbox_for(cfg)
@@ -603,8 +726,19 @@ def _sanitize(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setu
     res.defences["sanitize"] = ", ".join(done)
 
 
-def _sanitize_one(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, setup: P.Setup, seed: int,
-                  tool: str, box: Any, env: dict[str, str], logs: Path, check: str) -> str:
+def _sanitize_one(
+    cand: Candidate,
+    cfg: EvalConfig,
+    tmp: Path,
+    res: EvalResult,
+    setup: P.Setup,
+    seed: int,
+    tool: str,
+    box: Any,
+    env: dict[str, str],
+    logs: Path,
+    check: str,
+) -> str:
     """One check of the lane; returns its word for the record, or ends the evaluation."""
     rw, lane_env = child_dirs(tmp, check, env, private_caches=True)
     report = rw[1] / "sanitizer.log"
@@ -630,15 +764,22 @@ def _sanitize_one(cand: Candidate, cfg: EvalConfig, tmp: Path, res: EvalResult, 
     text = report.read_text(errors="replace") if report.is_file() else ""
     found = sanitize_mod.parse(check, text)
     if failed and not found.errors:
-        raise finish(res, Status.RUNTIME_ERROR, f"sanitize ({check}): the candidate failed under "
-                     f"compute-sanitizer: {failed}"[:600], (text[-2000:] + "\n" + log)[-4000:])
+        raise finish(
+            res,
+            Status.RUNTIME_ERROR,
+            f"sanitize ({check}): the candidate failed under compute-sanitizer: {failed}"[:600],
+            (text[-2000:] + "\n" + log)[-4000:],
+        )
     if found.errors is None:
         res.findings.append(Finding(f"sanitizer-{check}", "the sanitizer wrote no summary", Severity.WARN))
         return f"{check} no summary"
     if found.errors > 0:
         detail = "; ".join(found.excerpt)[:400]
         res.findings.append(Finding(f"sanitizer-{check}", f"{found.errors} error(s): {detail}", Severity.REJECT))
-        raise finish(res, Status.REJECTED,
-                     f"rejected by rule sanitizer-{check}: {found.errors} error(s) under compute-sanitizer: {detail}"[:600],
-                     text[-4000:])
+        raise finish(
+            res,
+            Status.REJECTED,
+            f"rejected by rule sanitizer-{check}: {found.errors} error(s) under compute-sanitizer: {detail}"[:600],
+            text[-4000:],
+        )
     return f"{check} clean"

@@ -142,7 +142,9 @@ class ChatClient:
             self.mode_switches.append(why)
             self._say(f"switching to text tool calls (<tool_call> blocks): {why}")
 
-    def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None = None) -> Any:
+    def _request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None = None
+    ) -> Any:
         c = self.config
         kw: dict[str, Any] = {"model": c.model}
         if self.mode == "text":
@@ -187,7 +189,9 @@ class ChatClient:
                 if "context" in low and ("length" in low or "maximum" in low or "too long" in low or "window" in low):
                     raise LLMError("context_length", text) from None
                 if self._cap_sent and "max_tokens" in low:
-                    self._say(f"the server refused max_tokens {self.reply_cap} ({text}); replies are not capped from now on")
+                    self._say(
+                        f"the server refused max_tokens {self.reply_cap} ({text}); replies are not capped from now on"
+                    )
                     self.reply_cap, self.cap_refused = None, text
                     continue
                 if self.config.tool_mode == "auto" and self.mode == "native" and "tool" in low:
@@ -197,10 +201,21 @@ class ChatClient:
                     continue
                 raise LLMError("bad_request", f"bad request (400): {text}") from None
             except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
-                raise LLMError("auth", f"authentication failed ({e.status_code}): {_one_line(_error_text(e))}") from None
+                raise LLMError(
+                    "auth", f"authentication failed ({e.status_code}): {_one_line(_error_text(e))}"
+                ) from None
             except openai.NotFoundError as e:
-                raise LLMError("not_found", f"not found (404): {_one_line(_error_text(e))}; check --base-url (usually ends in /v1) and --model") from None
-            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError, openai.APIStatusError, LLMError) as e:
+                raise LLMError(
+                    "not_found",
+                    f"not found (404): {_one_line(_error_text(e))}; check --base-url (usually ends in /v1) and --model",
+                ) from None
+            except (
+                openai.APIConnectionError,
+                openai.RateLimitError,
+                openai.InternalServerError,
+                openai.APIStatusError,
+                LLMError,
+            ) as e:
                 kind, text = _classify(e)
                 if kind is None:
                     raise LLMError("bad_request", text) from None
@@ -216,7 +231,7 @@ class ChatClient:
 
     def _should_probe(self, tools: list[dict[str, Any]]) -> bool:
         c = self.config
-        return (c.tool_mode == "auto" and self.mode == "native" and c.probe_tools and bool(c.base_url) and bool(tools))
+        return c.tool_mode == "auto" and self.mode == "native" and c.probe_tools and bool(c.base_url) and bool(tools)
 
     def _probe_tools(self, tools: list[dict[str, Any]]) -> None:
         """One short request: does the server put the tool schemas into the prompt at all?"""
@@ -229,7 +244,9 @@ class ChatClient:
             return
         t0 = time.monotonic()
         try:
-            resp, _ = self._send(lambda: self._request([{"role": "user", "content": "Say OK."}], tools, max_tokens=1), probe=True)
+            resp, _ = self._send(
+                lambda: self._request([{"role": "user", "content": "Say OK."}], tools, max_tokens=1), probe=True
+            )
         except LLMError as e:
             if e.kind not in ("bad_request", "context_length", "empty"):
                 raise  # the endpoint itself fails: the real request would too, so say so now
@@ -246,8 +263,10 @@ class ChatClient:
             check["verdict"] = "inconclusive: the server reports no token usage"
         elif prompt < floor:
             check["verdict"] = "ignored"
-            self._switch_to_text(f"the server ignored the tools field: a probe carrying {chars} characters of tool "
-                                 f"schemas reported {prompt} prompt tokens, at least {floor} expected")
+            self._switch_to_text(
+                f"the server ignored the tools field: a probe carrying {chars} characters of tool "
+                f"schemas reported {prompt} prompt tokens, at least {floor} expected"
+            )
         else:
             check["verdict"] = "used"
 
@@ -265,15 +284,18 @@ class ChatClient:
                     extra = {**(getattr(m, "model_extra", None) or {})}
                     if isinstance(extra.get("meta"), dict):  # llama.cpp's server: meta.n_ctx_train
                         extra = {**extra["meta"], **extra}
-                    self._window = next((int(extra[k]) for k in _WINDOW_KEYS
-                                         if isinstance(extra.get(k), int) and extra[k] > 0), None)
+                    self._window = next(
+                        (int(extra[k]) for k in _WINDOW_KEYS if isinstance(extra.get(k), int) and extra[k] > 0), None
+                    )
         return self._window  # type: ignore[return-value]
 
     def _parse(self, resp: Any, tools: list[dict[str, Any]]) -> Completion:
         choice = resp.choices[0]
         msg = choice.message
         content = msg.content or ""
-        calls = [ToolCall(tc.id or "", tc.function.name, tc.function.arguments or "{}") for tc in (msg.tool_calls or [])]
+        calls = [
+            ToolCall(tc.id or "", tc.function.name, tc.function.arguments or "{}") for tc in (msg.tool_calls or [])
+        ]
         via_text = False
         if not calls and has_text_calls(content):
             calls, via_text = parse_text_calls(content, tools), True
@@ -288,7 +310,9 @@ class ChatClient:
                 "completion_tokens": int(resp.usage.completion_tokens or 0),
                 "total_tokens": int(resp.usage.total_tokens or 0),
             }
-        return Completion(content, calls, choice.finish_reason, reasoning if isinstance(reasoning, str) else None, usage, via_text)
+        return Completion(
+            content, calls, choice.finish_reason, reasoning if isinstance(reasoning, str) else None, usage, via_text
+        )
 
 
 def _classify(e: Exception) -> tuple[str | None, str]:
@@ -333,8 +357,12 @@ def _count(n: int, noun: str) -> str:
 
 def window_from_error(text: str) -> int | None:
     """The context window a server's context-length error names, if it names one."""
-    for pat in (r"maximum context length is (\d+)", r"context window of (\d+)", r"context length of (\d+)",
-                r"n_ctx[^0-9]{0,10}(\d+)"):
+    for pat in (
+        r"maximum context length is (\d+)",
+        r"context window of (\d+)",
+        r"context length of (\d+)",
+        r"n_ctx[^0-9]{0,10}(\d+)",
+    ):
         if m := re.search(pat, text, re.IGNORECASE):
             return int(m.group(1))
     return None

@@ -75,9 +75,13 @@ def _parse_json(body: str) -> ToolCall:
     try:
         obj = json.loads(body)
     except json.JSONDecodeError as e:
-        return ToolCall(new_call_id(), "", body, error=f"the <tool_call> block is not valid JSON ({e.msg} at char {e.pos})")
+        return ToolCall(
+            new_call_id(), "", body, error=f"the <tool_call> block is not valid JSON ({e.msg} at char {e.pos})"
+        )
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-        return ToolCall(new_call_id(), "", body, error='the <tool_call> block must be a JSON object with a string "name"')
+        return ToolCall(
+            new_call_id(), "", body, error='the <tool_call> block must be a JSON object with a string "name"'
+        )
     args = obj.get("arguments", obj.get("parameters", {}))
     # Arguments may arrive as an object or as a JSON string; keep JSON text either way.
     arg_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
@@ -88,9 +92,13 @@ def _parse_xml(body: str, types: dict[str, dict[str, str]]) -> ToolCall:
     fm = _XML_FUNCTION.match(body)
     name = fm.group(1).strip() if fm else ""
     if not fm or not name:
-        return ToolCall(new_call_id(), "", body, error="the <function=NAME> element of the <tool_call> block has no name")
+        return ToolCall(
+            new_call_id(), "", body, error="the <function=NAME> element of the <tool_call> block has no name"
+        )
     if not fm.group(0).endswith("</function>"):
-        return ToolCall(new_call_id(), name, body, error=f"the <function={name}> element is not closed with </function>")
+        return ToolCall(
+            new_call_id(), name, body, error=f"the <function={name}> element is not closed with </function>"
+        )
     args: dict[str, Any] = {}
     for pm in _XML_PARAM.finditer(fm.group(2)):
         key = pm.group(1).strip()
@@ -131,7 +139,12 @@ def tools_prompt(tools: list[dict[str, Any]]) -> str:
     ]
     for t in tools:
         fn = t.get("function", t)
-        lines.append(json.dumps({"name": fn["name"], "description": fn.get("description", ""), "parameters": fn.get("parameters", {})}, ensure_ascii=False))
+        lines.append(
+            json.dumps(
+                {"name": fn["name"], "description": fn.get("description", ""), "parameters": fn.get("parameters", {})},
+                ensure_ascii=False,
+            )
+        )
     return "\n".join(lines)
 
 

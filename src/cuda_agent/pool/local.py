@@ -79,8 +79,12 @@ def gpu_arch() -> str | None:
     if a := arch_from_env():
         return a
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout.split()
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return None
     return out[0] if out and out[0].replace(".", "").isdigit() else None
@@ -102,8 +106,9 @@ def _stop_workers(ex: ProcessPoolExecutor) -> None:
 
 
 def _executor(n: int, env: dict[str, str]) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(env,))
+    return ProcessPoolExecutor(
+        max_workers=n, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=(env,)
+    )
 
 
 # Evaluations per GPU where a caller does not say (bench, RL scoring): on one H200 (the throughput mix
@@ -115,9 +120,17 @@ DEFAULT_PER_GPU = 3
 
 
 class LocalPool:
-    def __init__(self, slots: int | None = None, *, device: str = "cuda", compile_workers: int | None = None,
-                 compile_ahead: bool = True, arch: str | None = None, call_workers: int | None = None,
-                 per_gpu: int = 1):
+    def __init__(
+        self,
+        slots: int | None = None,
+        *,
+        device: str = "cuda",
+        compile_workers: int | None = None,
+        compile_ahead: bool = True,
+        arch: str | None = None,
+        call_workers: int | None = None,
+        per_gpu: int = 1,
+    ):
         gpus = visible_gpus() if device == "cuda" else []
         self._gpus = gpus
         self._call_workers = call_workers
@@ -144,7 +157,9 @@ class LocalPool:
         self._closed = False
         self.stats = {"farm": 0, "slot": 0, "gated": 0}  # jobs run on the farm, on device slots; GPU runs saved
         self._queue: queue.Queue[tuple[EvalJob, Future[EvalResult]] | None] = queue.Queue()
-        self._threads = [threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"pool-slot-{i}") for i in range(n)]
+        self._threads = [
+            threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"pool-slot-{i}") for i in range(n)
+        ]
         for t in self._threads:
             t.start()
 
@@ -274,11 +289,17 @@ def _harness(err: BaseException) -> BaseException:
     return err
 
 
-def make_pool(*, ray: bool = False, slots: int | None = None, device: str = "cuda",
-              compile_workers: int | None = None, call_workers: int | None = None, per_gpu: int = 1) -> Pool:
+def make_pool(
+    *,
+    ray: bool = False,
+    slots: int | None = None,
+    device: str = "cuda",
+    compile_workers: int | None = None,
+    call_workers: int | None = None,
+    per_gpu: int = 1,
+) -> Pool:
     if ray or os.environ.get("RAY_ADDRESS"):
         from cuda_agent.pool.ray_pool import RayPool
 
         return RayPool()
-    return LocalPool(slots, device=device, compile_workers=compile_workers, call_workers=call_workers,
-                     per_gpu=per_gpu)
+    return LocalPool(slots, device=device, compile_workers=compile_workers, call_workers=call_workers, per_gpu=per_gpu)

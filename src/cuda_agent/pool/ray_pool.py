@@ -41,8 +41,14 @@ from cuda_agent.pool.jobs import CallJob, EvalJob, HarnessError, portable, run_a
 
 
 class RayPool:
-    def __init__(self, address: str | None = None, *, compile_ahead: bool = True, gpu_resource: str | None = None,
-                 **init_kwargs: Any):
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        compile_ahead: bool = True,
+        gpu_resource: str | None = None,
+        **init_kwargs: Any,
+    ):
         try:
             import ray
         except ImportError:
@@ -62,8 +68,11 @@ class RayPool:
         have = self._ray.cluster_resources()
         if have.get(want, 0) > 0:
             return None
-        shown = ", ".join(f"{k} {v:g}" for k, v in sorted(have.items())
-                          if not k.startswith(("node:", "accelerator_type:")) and k not in ("memory", "object_store_memory"))
+        shown = ", ".join(
+            f"{k} {v:g}"
+            for k, v in sorted(have.items())
+            if not k.startswith(("node:", "accelerator_type:")) and k not in ("memory", "object_store_memory")
+        )
         return f"the Ray cluster has no {want!r} resource for GPU evaluations (it has {shown or 'nothing'})"
 
     def _opts(self, job: EvalJob, no_gpu: bool = False) -> Any:

@@ -23,7 +23,7 @@ class ConfigError(ValueError):
     """A stage config that verl would refuse, or that would silently misbehave."""
 
 
-_PROBE_TASK = '''import torch
+_PROBE_TASK = """import torch
 import torch.nn as nn
 
 
@@ -41,7 +41,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def _import_file(path: str, name: str) -> Any:
@@ -69,8 +69,10 @@ def check_ppo(cfg: Any, stage: str) -> None:
     omega_conf_to_dataclass(cfg.critic)
     omega_conf_to_dataclass(cfg.algorithm)
     if rollout.max_model_len and rollout.prompt_length + rollout.response_length > rollout.max_model_len:
-        raise ConfigError(f"prompt_length {rollout.prompt_length} + response_length {rollout.response_length} exceed "
-                          f"rollout.max_model_len {rollout.max_model_len}")
+        raise ConfigError(
+            f"prompt_length {rollout.prompt_length} + response_length {rollout.response_length} exceed "
+            f"rollout.max_model_len {rollout.max_model_len}"
+        )
     agent = cfg.actor_rollout_ref.rollout.agent
     names = {"single_turn_agent", "tool_agent"}
     if agent.agent_loop_config_path:
@@ -78,7 +80,9 @@ def check_ppo(cfg: Any, stage: str) -> None:
             get_class(entry["_target_"])
             names.add(entry["name"])
     if agent.default_agent_loop not in names:
-        raise ConfigError(f"default_agent_loop {agent.default_agent_loop!r} is not registered ({', '.join(sorted(names))})")
+        raise ConfigError(
+            f"default_agent_loop {agent.default_agent_loop!r} is not registered ({', '.join(sorted(names))})"
+        )
     crf = cfg.reward.custom_reward_function
     if stage == "warmup" and not crf.path:
         raise ConfigError("the warm-up needs reward.custom_reward_function (rl/scoring.py: compute_score)")
@@ -100,8 +104,10 @@ def _check_prompt_fits(tokenizer: Any, stage: str, prompt_length: int) -> None:
     n = len(TemplateTokens(tokenizer).render(msgs, tool_schemas() if mode == "agent" else None, generation_prompt=True))
     # the probe task is short; real tasks run to a few thousand characters more
     if n + 2048 > prompt_length:
-        raise ConfigError(f"the {stage} prompt takes {n} tokens with this tokenizer (plus up to ~2048 for a long task); "
-                          f"raise data.max_prompt_length above {prompt_length}")
+        raise ConfigError(
+            f"the {stage} prompt takes {n} tokens with this tokenizer (plus up to ~2048 for a long task); "
+            f"raise data.max_prompt_length above {prompt_length}"
+        )
 
 
 def check_sft(cfg: Any, stage: str = "sft") -> None:

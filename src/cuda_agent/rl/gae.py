@@ -16,8 +16,9 @@ Not guaranteed: whitening (verl whitens advantages afterwards; returns are not).
 from __future__ import annotations
 
 
-def gae(rewards: list[float], values: list[float], mask: list[int], gamma: float = 1.0,
-        lam: float = 0.95) -> tuple[list[float], list[float]]:
+def gae(
+    rewards: list[float], values: list[float], mask: list[int], gamma: float = 1.0, lam: float = 0.95
+) -> tuple[list[float], list[float]]:
     if not len(rewards) == len(values) == len(mask):
         raise ValueError("rewards, values and mask must have one entry per response token")
     adv = [0.0] * len(mask)

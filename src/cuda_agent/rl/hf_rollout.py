@@ -73,8 +73,9 @@ def _placement() -> tuple[str, str]:
     return ctx.get_node_id(), str(ctx.get_accelerator_ids()[get_resource_name()][0])
 
 
-def sample_next(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,
-                generator: torch.Generator | None = None) -> int:
+def sample_next(
+    logits: torch.Tensor, temperature: float, top_k: int, top_p: float, generator: torch.Generator | None = None
+) -> int:
     """One token id from a row of logits (temperature 0 or less: the arg-max)."""
     if temperature is None or temperature <= 0:
         return int(torch.argmax(logits))
@@ -98,7 +99,11 @@ class HFServer:
 
         self.config, self.replica_rank = config, replica_rank
         self.device = device_for(gpu_id, os.environ.get("CUDA_VISIBLE_DEVICES"))
-        dtype = getattr(torch, str(getattr(config, "dtype", "") or "float32")) if self.device.type == "cuda" else torch.float32
+        dtype = (
+            getattr(torch, str(getattr(config, "dtype", "") or "float32"))
+            if self.device.type == "cuda"
+            else torch.float32
+        )
         path = getattr(model_config, "local_path", None) or model_config.path
         self.model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=dtype).to(self.device).eval()
         print(f"hf rollout {replica_rank}: generating on {self.device} in {dtype}", flush=True)
@@ -132,16 +137,19 @@ class HFServer:
                 lps.append(float(torch.log_softmax(scaled, -1)[tok]))
                 if tok in self.eos:
                     break
-                out = self.model(torch.tensor([[tok]], device=self.device), past_key_values=out.past_key_values,
-                                 use_cache=True)
+                out = self.model(
+                    torch.tensor([[tok]], device=self.device), past_key_values=out.past_key_values, use_cache=True
+                )
             self.busy["requests"] += 1
             self.busy["tokens"] += len(ids)
             self.busy["seconds"] += time.monotonic() - t0
-        return TokenOutput(token_ids=ids, log_probs=lps, stop_reason="completed",
-                           extra_fields={"global_steps": self.global_steps})
+        return TokenOutput(
+            token_ids=ids, log_probs=lps, stop_reason="completed", extra_fields={"global_steps": self.global_steps}
+        )
 
-    async def generate(self, request_id: str = "", *, prompt_ids: list[int], sampling_params: dict[str, Any],
-                       **_: Any) -> TokenOutput:
+    async def generate(
+        self, request_id: str = "", *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
+    ) -> TokenOutput:
         return await asyncio.to_thread(self._generate, list(prompt_ids), dict(sampling_params))
 
     def update_weights(self, named: dict[str, torch.Tensor], global_steps: int | None = None) -> int:
@@ -155,9 +163,11 @@ class HFServer:
                     own[k].copy_(v.to(own[k].dtype))
             self.global_steps = global_steps
             busy, self.busy = self.busy, {"requests": 0, "tokens": 0, "seconds": 0.0}
-        print(f"hf rollout {self.replica_rank}: {len(named)} tensors loaded, weight version {global_steps}; since the "
-              f"last load {busy['requests']} requests, {busy['tokens']} tokens, {busy['seconds']:.2f} s generating",
-              flush=True)
+        print(
+            f"hf rollout {self.replica_rank}: {len(named)} tensors loaded, weight version {global_steps}; since the "
+            f"last load {busy['requests']} requests, {busy['tokens']} tokens, {busy['seconds']:.2f} s generating",
+            flush=True,
+        )
         return len(named)
 
     def ready(self) -> bool:
@@ -204,14 +214,18 @@ class HFServerAdapter(BaseRollout):
 
     def __init__(self, config: Any, model_config: Any, device_mesh: Any, replica_rank: int = -1, **_: Any):
         super().__init__(config, model_config, device_mesh)
-        size = (self.config.tensor_model_parallel_size * self.config.data_parallel_size
-                * self.config.pipeline_model_parallel_size)
+        size = (
+            self.config.tensor_model_parallel_size
+            * self.config.data_parallel_size
+            * self.config.pipeline_model_parallel_size
+        )
         rank = int(os.environ.get("RANK", "0"))
         self.replica_rank = rank // size if replica_rank == -1 else replica_rank
         self.sends = rank % size == 0
 
-    async def update_weights(self, weights: Any, wire_format: str = "named_tensors", global_steps: int | None = None,
-                             **kwargs: Any) -> None:
+    async def update_weights(
+        self, weights: Any, wire_format: str = "named_tensors", global_steps: int | None = None, **kwargs: Any
+    ) -> None:
         if wire_format != "named_tensors":
             raise NotImplementedError(f"the hf rollout takes full named tensors, not {wire_format!r}")
         if kwargs.get("peft_config") is not None:

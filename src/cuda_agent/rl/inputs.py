@@ -33,8 +33,7 @@ def model_problem(path: str | Path) -> str | None:
         return f"{cfg}: unreadable ({e})"
     arch = data.get("architectures")
     if not isinstance(arch, list) or len(arch) != 1:
-        return (f"{cfg}: `architectures` must name exactly one model class (e.g. [\"Qwen2ForCausalLM\"]), "
-                f"got {arch!r}")
+        return f'{cfg}: `architectures` must name exactly one model class (e.g. ["Qwen2ForCausalLM"]), got {arch!r}'
     try:
         from transformers import AutoTokenizer
 

@@ -38,15 +38,29 @@ def device_of(config: str | Path) -> str:
     return str((data.get("trainer") or {}).get("device") or "cuda")
 
 
-def command(stage: str, config: str | Path, *, nnodes: int = 1, gpus_per_node: int = 8, node_rank: int = 0,
-            master_addr: str | None = None, master_port: int = 29500, ray_address: str | None = None) -> list[str]:
+def command(
+    stage: str,
+    config: str | Path,
+    *,
+    nnodes: int = 1,
+    gpus_per_node: int = 8,
+    node_rank: int = 0,
+    master_addr: str | None = None,
+    master_port: int = 29500,
+    ray_address: str | None = None,
+) -> list[str]:
     cfg = Path(config).resolve()
     where = ["--config-path", str(cfg.parent), "--config-name", cfg.stem]
     if stage != "sft":
         joins = ["ray_kwargs.ray_init.num_gpus=null", "ray_kwargs.ray_init.num_cpus=null"]
         joining = (ray_address or os.environ.get("RAY_ADDRESS") or "local") != "local"
-        return [sys.executable, "-m", "verl.trainer.main_ppo", *where,
-                *(joins if joining and device_of(cfg) == "cpu" else [])]
+        return [
+            sys.executable,
+            "-m",
+            "verl.trainer.main_ppo",
+            *where,
+            *(joins if joining and device_of(cfg) == "cpu" else []),
+        ]
     dist = [f"--nnodes={nnodes}", f"--nproc_per_node={gpus_per_node}"]
     if nnodes > 1:
         if not master_addr:

@@ -49,10 +49,14 @@ torch.compile, 2 if only faster than eager, else 1.
 
 def messages_for(task: Task, mode: Mode) -> list[dict[str, str]]:
     if mode == "agent":
-        return [{"role": "system", "content": system_prompt()},
-                {"role": "user", "content": task_text(task.source, template_text("SKILL.md"), WORKSPACE_LABEL)}]
-    user = (f"## model.py\n\n```python\n{task.source.rstrip()}\n```\n\n"
-            f"## SKILL.md\n\n{template_text('SKILL.md').rstrip()}\n\nWrite your solution now.")
+        return [
+            {"role": "system", "content": system_prompt()},
+            {"role": "user", "content": task_text(task.source, template_text("SKILL.md"), WORKSPACE_LABEL)},
+        ]
+    user = (
+        f"## model.py\n\n```python\n{task.source.rstrip()}\n```\n\n"
+        f"## SKILL.md\n\n{template_text('SKILL.md').rstrip()}\n\nWrite your solution now."
+    )
     return [{"role": "system", "content": SINGLE_TURN_SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -60,14 +64,16 @@ def prompt_rows(suite: Suite, mode: Mode = "agent", limit: int | None = None) ->
     rows = []
     for i, item in enumerate(suite.items[:limit]):
         t = item.task
-        rows.append({
-            "data_source": f"cuda_agent/{item.group}",
-            "prompt": messages_for(t, mode),
-            "ability": "cuda",
-            "reward_model": {"style": "rule", "ground_truth": t.hash},
-            "extra_info": {"index": i, "task_id": item.task_id, "task_name": t.name, "task_source": t.source},
-            "agent_name": "cuda_agent" if mode == "agent" else "single_turn_agent",
-        })
+        rows.append(
+            {
+                "data_source": f"cuda_agent/{item.group}",
+                "prompt": messages_for(t, mode),
+                "ability": "cuda",
+                "reward_model": {"style": "rule", "ground_truth": t.hash},
+                "extra_info": {"index": i, "task_id": item.task_id, "task_name": t.name, "task_source": t.source},
+                "agent_name": "cuda_agent" if mode == "agent" else "single_turn_agent",
+            }
+        )
     return rows
 
 

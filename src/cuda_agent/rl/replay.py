@@ -54,7 +54,7 @@ def assistant_ids(tokens: TemplateTokens, message: dict[str, Any]) -> list[int]:
     full = tokens.render(base + [message])
     if full[: len(head)] != head:
         raise ValueError("the chat template renders an assistant turn differently from its generation prompt")
-    ids = full[len(head):]
+    ids = full[len(head) :]
     eot, _ = tokens.turn_end()
     return ids[: ids.index(eot) + 1] if eot in ids else ids
 

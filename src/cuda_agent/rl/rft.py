@@ -35,8 +35,14 @@ from cuda_agent.rl.replay import openai_to_template
 
 LOOP_REPEATS = 3
 # argument-check and parse errors of logs that predate the `malformed` mark (env.toolbox wording)
-_MALFORMED_TEXT = ("error: unknown tool", "error: bad arguments for", "error: arguments of", "error: argument ",
-                   "error: the <tool_call> block", "error: the <function=")
+_MALFORMED_TEXT = (
+    "error: unknown tool",
+    "error: bad arguments for",
+    "error: arguments of",
+    "error: argument ",
+    "error: the <tool_call> block",
+    "error: the <function=",
+)
 
 
 @dataclass
@@ -60,8 +66,13 @@ def find_runs(paths: list[str | Path]) -> list[Path]:
 
 
 def _turn_signature(m: dict[str, Any]) -> str:
-    return json.dumps([(c["function"]["name"], c["function"].get("arguments")) for c in m.get("tool_calls") or []],
-                      sort_keys=True) + "|" + (m.get("content") or "" if not m.get("tool_calls") else "")
+    return (
+        json.dumps(
+            [(c["function"]["name"], c["function"].get("arguments")) for c in m.get("tool_calls") or []], sort_keys=True
+        )
+        + "|"
+        + (m.get("content") or "" if not m.get("tool_calls") else "")
+    )
 
 
 def has_loop(messages: list[dict[str, Any]], repeats: int = LOOP_REPEATS) -> bool:
@@ -69,7 +80,7 @@ def has_loop(messages: list[dict[str, Any]], repeats: int = LOOP_REPEATS) -> boo
     for period in (1, 2):
         need = period * repeats
         for i in range(len(sig) - need + 1):
-            w = sig[i: i + need]
+            w = sig[i : i + need]
             if all(w[j] == w[j % period] for j in range(need)) and (period == 1 or w[0] != w[1]):
                 return True
     return False
@@ -110,8 +121,13 @@ def _conversation(t: Trajectory) -> list[dict[str, Any]]:
 
 
 def sft_row(t: Trajectory, path: Path) -> dict[str, Any]:
-    return {"messages": json.dumps(_conversation(t), ensure_ascii=False), "tools": json.dumps(t.header.get("tools") or []),
-            "task_name": (t.header.get("task") or {}).get("name"), "reward": int(t.reward or 0), "run": str(path)}
+    return {
+        "messages": json.dumps(_conversation(t), ensure_ascii=False),
+        "tools": json.dumps(t.header.get("tools") or []),
+        "task_name": (t.header.get("task") or {}).get("name"),
+        "reward": int(t.reward or 0),
+        "run": str(path),
+    }
 
 
 def vp_row(t: Trajectory, path: Path, index: int) -> dict[str, Any]:
@@ -122,8 +138,13 @@ def vp_row(t: Trajectory, path: Path, index: int) -> dict[str, Any]:
         "prompt": [{"role": m["role"], "content": m["content"]} for m in conv[:first]],
         "ability": "cuda",
         "reward_model": {"style": "rule", "ground_truth": (t.header.get("task") or {}).get("hash", "")},
-        "extra_info": {"index": index, "messages": json.dumps(conv, ensure_ascii=False),
-                       "tools": json.dumps(t.header.get("tools") or []), "reward": int(t.reward or 0), "run": str(path)},
+        "extra_info": {
+            "index": index,
+            "messages": json.dumps(conv, ensure_ascii=False),
+            "tools": json.dumps(t.header.get("tools") or []),
+            "reward": int(t.reward or 0),
+            "run": str(path),
+        },
         "agent_name": "cuda_agent_replay",
     }
 

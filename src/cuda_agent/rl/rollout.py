@@ -46,9 +46,24 @@ from cuda_agent.rl.tokens import Stream, Tokens
 from cuda_agent.task.taskfile import Task
 
 T = TypeVar("T")
-METRIC_KEYS = ("turns", "tool_calls", "compile_calls", "verify_calls", "profile_calls", "malformed_calls",
-               "best_speedup_vs_eager", "best_speedup_vs_compile", "reward", "timed_out", "ended_no_tool_call",
-               "ended_malformed_calls", "model_tokens", "response_tokens", "generate_s", "env_s")
+METRIC_KEYS = (
+    "turns",
+    "tool_calls",
+    "compile_calls",
+    "verify_calls",
+    "profile_calls",
+    "malformed_calls",
+    "best_speedup_vs_eager",
+    "best_speedup_vs_compile",
+    "reward",
+    "timed_out",
+    "ended_no_tool_call",
+    "ended_malformed_calls",
+    "model_tokens",
+    "response_tokens",
+    "generate_s",
+    "env_s",
+)
 
 
 class PromptTooLong(ValueError):
@@ -96,9 +111,17 @@ class _Deadline:
         return await asyncio.wait_for(aw, timeout=left)
 
 
-async def roll_out(env: Environment, task: Task, run_dir: str | Path, server: Server, tokens: Tokens,
-                   decode: Callable[[list[int]], str], cfg: RolloutConfig, sampling_params: dict[str, Any],
-                   executor: Executor | None = None) -> Rollout:
+async def roll_out(
+    env: Environment,
+    task: Task,
+    run_dir: str | Path,
+    server: Server,
+    tokens: Tokens,
+    decode: Callable[[list[int]], str],
+    cfg: RolloutConfig,
+    sampling_params: dict[str, Any],
+    executor: Executor | None = None,
+) -> Rollout:
     loop = asyncio.get_running_loop()
     timer = {"generate_s": 0.0, "env_s": 0.0}
 
@@ -113,7 +136,9 @@ async def roll_out(env: Environment, task: Task, run_dir: str | Path, server: Se
     start = await loop.run_in_executor(executor, env.reset, task, Path(run_dir))
     prompt = await tokens.initial(start.messages, start.tools)
     if len(prompt) > cfg.prompt_length:
-        raise PromptTooLong(f"the initial prompt has {len(prompt)} tokens, rollout.prompt_length is {cfg.prompt_length}")
+        raise PromptTooLong(
+            f"the initial prompt has {len(prompt)} tokens, rollout.prompt_length is {cfg.prompt_length}"
+        )
     stream, messages, reason = Stream(list(prompt)), list(start.messages), ""
     request_id = uuid.uuid4().hex  # one id per trajectory: the server may keep its prefix cache
     try:
@@ -152,8 +177,16 @@ async def roll_out(env: Environment, task: Task, run_dir: str | Path, server: Se
         reason, reward = "timeout", -1.0
     env.finish_as(reason)
     stream.end_on_model_token()
-    return Rollout(stream.prompt_ids, stream.response_ids, list(stream.mask), stream.logprobs, reward, reason,
-                   _metrics(env, stream, reward, reason, timer), messages)
+    return Rollout(
+        stream.prompt_ids,
+        stream.response_ids,
+        list(stream.mask),
+        stream.logprobs,
+        reward,
+        reason,
+        _metrics(env, stream, reward, reason, timer),
+        messages,
+    )
 
 
 def _metrics(env: Environment, s: Stream, reward: float, reason: str, timer: dict[str, float]) -> dict[str, float]:

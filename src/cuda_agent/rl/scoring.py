@@ -96,8 +96,13 @@ def pool_evaluator(pool: Pool, task: Task, config: EvalConfig | None = None) -> 
     cfg = config or EvalConfig()
 
     def evaluate(workspace: Path, phase: str) -> EvalResult:
-        job = EvalJob(task=task, sources=read_agent_sources(Path(workspace)), phase=phase,  # type: ignore[arg-type]
-                      config=dataclasses.replace(cfg), label=task.name)
+        job = EvalJob(
+            task=task,
+            sources=read_agent_sources(Path(workspace)),
+            phase=phase,  # type: ignore[arg-type]
+            config=dataclasses.replace(cfg),
+            label=task.name,
+        )
         return pool.submit(job).result()
 
     return evaluate
@@ -115,15 +120,23 @@ def answer_sources(text: str) -> dict[str, str]:
 
 def score_of(result: EvalResult | None, files: int) -> dict[str, float]:
     r = result
-    return {"score": float(r.reward if r is not None and r.reward is not None else -1),
-            "correct": float(bool(r and r.correct)),
-            "speedup_vs_eager": float((r.speedup_vs_eager or 0.0) if r else 0.0),
-            "speedup_vs_compile": float((r.speedup_vs_compile or 0.0) if r else 0.0),
-            "files": float(files)}
+    return {
+        "score": float(r.reward if r is not None and r.reward is not None else -1),
+        "correct": float(bool(r and r.correct)),
+        "speedup_vs_eager": float((r.speedup_vs_eager or 0.0) if r else 0.0),
+        "speedup_vs_compile": float((r.speedup_vs_compile or 0.0) if r else 0.0),
+        "files": float(files),
+    }
 
 
-async def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,
-                        eval_device: str = "cuda", **_: Any) -> dict[str, float]:
+async def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict[str, Any] | None = None,
+    eval_device: str = "cuda",
+    **_: Any,
+) -> dict[str, float]:
     info = extra_info or {}
     sources = answer_sources(solution_str)
     if "model_new.py" not in sources:

@@ -29,8 +29,14 @@ def _get(config: Any, key: str, default: Any) -> Any:
 
 
 class JsonChatSFTDataset(Dataset):
-    def __init__(self, parquet_files: str | list[str], tokenizer: Any, config: Any = None, processor: Any = None,
-                 max_samples: int = -1):
+    def __init__(
+        self,
+        parquet_files: str | list[str],
+        tokenizer: Any,
+        config: Any = None,
+        processor: Any = None,
+        max_samples: int = -1,
+    ):
         import pyarrow.parquet as pq
 
         files = [parquet_files] if isinstance(parquet_files, str | Path) else list(parquet_files)
@@ -44,7 +50,9 @@ class JsonChatSFTDataset(Dataset):
         self.rows: list[tuple[str, str]] = []
         for f in files:
             t = pq.read_table(str(f), columns=[self.messages_key, self.tools_key])
-            self.rows += list(zip(t.column(self.messages_key).to_pylist(), t.column(self.tools_key).to_pylist(), strict=True))
+            self.rows += list(
+                zip(t.column(self.messages_key).to_pylist(), t.column(self.tools_key).to_pylist(), strict=True)
+            )
         if max_samples > 0:
             self.rows = self.rows[:max_samples]
 
@@ -65,7 +73,10 @@ class JsonChatSFTDataset(Dataset):
         out = {"input_ids": torch.tensor(ids), "loss_mask": torch.tensor(loss), "position_ids": torch.arange(n)}
         if self.pad_mode == "right":
             pad = self.max_length - n
-            out = {"input_ids": torch.tensor(ids + [self.pad_id] * pad), "loss_mask": torch.tensor(loss + [0] * pad),
-                   "position_ids": torch.cat([torch.arange(n), torch.zeros(pad, dtype=torch.long)]),
-                   "attention_mask": torch.tensor([1] * n + [0] * pad)}
+            out = {
+                "input_ids": torch.tensor(ids + [self.pad_id] * pad),
+                "loss_mask": torch.tensor(loss + [0] * pad),
+                "position_ids": torch.cat([torch.arange(n), torch.zeros(pad, dtype=torch.long)]),
+                "attention_mask": torch.tensor([1] * n + [0] * pad),
+            }
         return out

@@ -65,10 +65,19 @@ def _corpus() -> list[str]:
     from cuda_agent.env.toolbox import tool_schemas
     from cuda_agent.task.workspace import template_text
 
-    code = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
-            "        return torch.relu(x) * 2\n__global__ void k(const float* x, float* y, int n) {\n"
-            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = x[i];\n}\n")
-    return [system_prompt(), template_text("SKILL.md"), json.dumps(tool_schemas()), NUDGE_NO_TOOL, NUDGE_CUT_OFF, code] * 4
+    code = (
+        "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        "        return torch.relu(x) * 2\n__global__ void k(const float* x, float* y, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = x[i];\n}\n"
+    )
+    return [
+        system_prompt(),
+        template_text("SKILL.md"),
+        json.dumps(tool_schemas()),
+        NUDGE_NO_TOOL,
+        NUDGE_CUT_OFF,
+        code,
+    ] * 4
 
 
 def tiny_tokenizer(vocab_size: int = 2048) -> Any:
@@ -78,28 +87,47 @@ def tiny_tokenizer(vocab_size: int = 2048) -> Any:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(_corpus(), trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=None, eos_token="<|im_end|>",
-                                   pad_token="<|endoftext|>", additional_special_tokens=SPECIAL[1:])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=SPECIAL[1:],
+    )
     fast.add_tokens(ADDED)
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
 
-def save_tiny_model(dest: str | Path, *, hidden: int = 64, layers: int = 2, seed: int = 0,
-                    window: int | None = None) -> Path:
+def save_tiny_model(
+    dest: str | Path, *, hidden: int = 64, layers: int = 2, seed: int = 0, window: int | None = None
+) -> Path:
     """A Qwen2-type causal LM with random weights and the tiny tokenizer, saved to `dest`."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     out = Path(dest)
     tok = tiny_tokenizer()
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32768,
-                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=True,
-                      **({"use_sliding_window": True, "sliding_window": window, "max_window_layers": 0} if window else {}))
+    cfg = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32768,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=True,
+        **({"use_sliding_window": True, "sliding_window": window, "max_window_layers": 0} if window else {}),
+    )
     torch.manual_seed(seed)
     Qwen2ForCausalLM(cfg).save_pretrained(out)
     tok.save_pretrained(out)

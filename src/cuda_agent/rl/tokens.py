@@ -42,7 +42,7 @@ class Stream:
 
     @property
     def response_ids(self) -> list[int]:
-        return self.ids[len(self.ids) - len(self.mask):]
+        return self.ids[len(self.ids) - len(self.mask) :]
 
     def add(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         if not ids:
@@ -83,8 +83,9 @@ class Tokens(Protocol):
 
     async def add_model(self, stream: Stream, ids: list[int], logprobs: list[float] | None) -> None: ...
 
-    async def add_context(self, stream: Stream, before: list[dict[str, Any]], after: list[dict[str, Any]],
-                          tools: list[dict[str, Any]]) -> None: ...
+    async def add_context(
+        self, stream: Stream, before: list[dict[str, Any]], after: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> None: ...
 
 
 def as_ids(out: Any) -> list[int]:
@@ -107,16 +108,23 @@ class TemplateTokens:
         self.kwargs = dict(chat_template_kwargs or {})
         self._turn_end: tuple[int, list[int]] | None = None
 
-    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-               generation_prompt: bool = False) -> list[int]:
-        return as_ids(self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=True,
-                                                         add_generation_prompt=generation_prompt, **self.kwargs))
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, generation_prompt: bool = False
+    ) -> list[int]:
+        return as_ids(
+            self.tokenizer.apply_chat_template(
+                messages, tools=tools or None, tokenize=True, add_generation_prompt=generation_prompt, **self.kwargs
+            )
+        )
 
     def turn_end(self) -> tuple[int, list[int]]:
         """(end-of-turn id, the framing ids the template puts after it), read off a rendered turn."""
         if self._turn_end is None:
             text = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": "u"}, {"role": "assistant", "content": _MARK}], tokenize=False, **self.kwargs)
+                [{"role": "user", "content": "u"}, {"role": "assistant", "content": _MARK}],
+                tokenize=False,
+                **self.kwargs,
+            )
             tail = self.tokenizer.encode(text.split(_MARK, 1)[1], add_special_tokens=False)
             if not tail:
                 raise ValueError("the chat template puts no end-of-turn token after an assistant turn")
@@ -132,16 +140,27 @@ class TemplateTokens:
     def context_ids(self, new: list[dict[str, Any]]) -> list[int]:
         """The ids of `new` messages plus the next generation prompt, rendered after a synthetic turn."""
         tool_names = [m.get("name") or "tool" for m in new if m["role"] == "tool"]
-        last = ({"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": {}}} for i, n in enumerate(tool_names)]}
-            if new and new[0]["role"] == "tool" else {"role": "assistant", "content": "a"})
+        last = (
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": {}}}
+                    for i, n in enumerate(tool_names)
+                ],
+            }
+            if new and new[0]["role"] == "tool"
+            else {"role": "assistant", "content": "a"}
+        )
         prefix = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, last]
         head = self.render(prefix)
         full = self.render(prefix + new, generation_prompt=True)
         if full[: len(head)] != head:
-            raise ValueError("the chat template renders earlier turns differently once later ones are added; "
-                             "use verl's model-specific token builder")
-        return full[len(head):]
+            raise ValueError(
+                "the chat template renders earlier turns differently once later ones are added; "
+                "use verl's model-specific token builder"
+            )
+        return full[len(head) :]
 
     def context_after(self, stream: Stream, new: list[dict[str, Any]]) -> list[int]:
         """Framing that closes the model's turn (its end-of-turn token when it was cut), then `new`."""
@@ -149,6 +168,7 @@ class TemplateTokens:
         boundary = ([] if stream.ids and stream.ids[-1] == eot else [eot]) + framing
         return boundary + self.context_ids(new)
 
-    async def add_context(self, stream: Stream, before: list[dict[str, Any]], after: list[dict[str, Any]],
-                          tools: list[dict[str, Any]]) -> None:
-        stream.add(self.context_after(stream, after[len(before):]), 0)
+    async def add_context(
+        self, stream: Stream, before: list[dict[str, Any]], after: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> None:
+        stream.add(self.context_after(stream, after[len(before) :]), 0)

@@ -73,18 +73,23 @@ class VerlTokens:
     async def initial(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
         builder = self.agent_loop.continuous_token_builder
         # not ct_build_initial_tokens: that one cuts an overlong prompt from the left with only a warning
-        return await self.agent_loop.loop.run_in_executor(None, lambda: builder.build_initial_tokens(messages, tools=tools))
+        return await self.agent_loop.loop.run_in_executor(
+            None, lambda: builder.build_initial_tokens(messages, tools=tools)
+        )
 
     async def add_model(self, stream: Stream, ids: list[int], logprobs: list[float] | None) -> None:
         have = stream.logprobs if stream.logprobs is not None else ([0.0] * len(stream.mask) if logprobs else None)
-        merged, mask, lps = await self.agent_loop.ct_merge_assistant_token(stream.ids, ids, stream.mask, have,
-                                                                           assistant_logprobs=logprobs)
+        merged, mask, lps = await self.agent_loop.ct_merge_assistant_token(
+            stream.ids, ids, stream.mask, have, assistant_logprobs=logprobs
+        )
         stream.ids, stream.mask, stream.logprobs = list(merged.token_ids), list(mask), lps
 
-    async def add_context(self, stream: Stream, before: list[dict[str, Any]], after: list[dict[str, Any]],
-                          tools: list[dict[str, Any]]) -> None:
-        merged, mask, lps = await self.agent_loop.ct_merge_context_msg(before, after, stream.ids, stream.mask,
-                                                                       stream.logprobs, tools=tools)
+    async def add_context(
+        self, stream: Stream, before: list[dict[str, Any]], after: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> None:
+        merged, mask, lps = await self.agent_loop.ct_merge_context_msg(
+            before, after, stream.ids, stream.mask, stream.logprobs, tools=tools
+        )
         stream.ids, stream.mask, stream.logprobs = list(merged.token_ids), list(mask), lps
 
 
@@ -106,24 +111,48 @@ class VersionsSeen:
 
 def to_output(r: Rollout, versions: dict[str, int] | None = None) -> AgentLoopOutput:
     return AgentLoopOutput(
-        prompt_ids=r.prompt_ids, response_ids=r.response_ids, response_mask=r.response_mask,
-        response_logprobs=r.response_logprobs, reward_score=r.reward, num_turns=len(r.messages),
+        prompt_ids=r.prompt_ids,
+        response_ids=r.response_ids,
+        response_mask=r.response_mask,
+        response_logprobs=r.response_logprobs,
+        reward_score=r.reward,
+        num_turns=len(r.messages),
         metrics={"generate_sequences": r.metrics["generate_s"], "tool_calls": r.metrics["env_s"]},
-        extra_fields={"reward_extra_info": dict(r.metrics), "turn_scores": [], "tool_rewards": [],
-                      **(versions or {"min_global_steps": 0, "max_global_steps": 0})})
+        extra_fields={
+            "reward_extra_info": dict(r.metrics),
+            "turn_scores": [],
+            "tool_rewards": [],
+            **(versions or {"min_global_steps": 0, "max_global_steps": 0}),
+        },
+    )
 
 
 class CudaAgentLoop(AgentLoopBase):
-    def __init__(self, *args: Any, max_turns: int = 150, episode_timeout_s: float = 7200.0,
-                 max_tokens_per_turn: int | None = 16384, bash_timeout_s: float = 180.0, eval_device: str = "cuda",
-                 eval_options: dict[str, Any] | None = None, workdir_root: str | None = None,
-                 keep_workdirs: bool = False, env_threads: int = 256, log_rollouts: bool = False, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        max_turns: int = 150,
+        episode_timeout_s: float = 7200.0,
+        max_tokens_per_turn: int | None = 16384,
+        bash_timeout_s: float = 180.0,
+        eval_device: str = "cuda",
+        eval_options: dict[str, Any] | None = None,
+        workdir_root: str | None = None,
+        keep_workdirs: bool = False,
+        env_threads: int = 256,
+        log_rollouts: bool = False,
+        **kwargs: Any,
+    ):
         kwargs.pop("tools", None)  # verl's own tool list; this environment brings its tools
         super().__init__(*args, **kwargs)
         rc = self.rollout_config
-        self.rollout = RolloutConfig(max_turns=max_turns, prompt_length=rc.prompt_length,
-                                     response_length=rc.response_length, max_tokens_per_turn=max_tokens_per_turn,
-                                     episode_timeout_s=episode_timeout_s)
+        self.rollout = RolloutConfig(
+            max_turns=max_turns,
+            prompt_length=rc.prompt_length,
+            response_length=rc.response_length,
+            max_tokens_per_turn=max_tokens_per_turn,
+            episode_timeout_s=episode_timeout_s,
+        )
         self.bash_timeout_s, self.eval_device = bash_timeout_s, eval_device
         self.eval_options = dict(eval_options or {})  # further EvalConfig fields (the CPU lane's lighter protocol)
         self.workdir_root, self.keep_workdirs, self.env_threads = workdir_root, keep_workdirs, env_threads
@@ -134,18 +163,27 @@ class CudaAgentLoop(AgentLoopBase):
         if "task_source" not in info:
             raise ValueError("the row has no extra_info.task_source: build the dataset with `cuda-agent rl prompts`")
         task = Task.from_source(info["task_source"], info.get("task_name", "task"))
-        env = Environment(EnvConfig(max_turns=self.rollout.max_turns, bash_timeout_s=self.bash_timeout_s),
-                          evaluator=pool_evaluator(shared_pool(), task,
-                                                   EvalConfig(device=self.eval_device, **self.eval_options)))
+        env = Environment(
+            EnvConfig(max_turns=self.rollout.max_turns, bash_timeout_s=self.bash_timeout_s),
+            evaluator=pool_evaluator(shared_pool(), task, EvalConfig(device=self.eval_device, **self.eval_options)),
+        )
         root = self.workdir_root or os.environ.get("CUDA_AGENT_RL_WORKDIR")
         if root:
             os.makedirs(root, exist_ok=True)
         run_dir = tempfile.mkdtemp(prefix=f"{task.name}-", dir=root)
         server = VersionsSeen(self.server_manager)
         try:
-            r = await roll_out(env, task, run_dir, server, VerlTokens(self),
-                               lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True), self.rollout,
-                               sampling_params, executor=env_executor(self.env_threads))
+            r = await roll_out(
+                env,
+                task,
+                run_dir,
+                server,
+                VerlTokens(self),
+                lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True),
+                self.rollout,
+                sampling_params,
+                executor=env_executor(self.env_threads),
+            )
         finally:
             env.close()
             if not self.keep_workdirs:
@@ -168,10 +206,17 @@ class ReplayAgentLoop(AgentLoopBase):
         s = await self.loop.run_in_executor(None, replay_stream, self.tokens, messages, tools)
         rc = self.rollout_config
         if len(s.prompt_ids) > rc.prompt_length:
-            raise PromptTooLong(f"stored prompt has {len(s.prompt_ids)} tokens, rollout.prompt_length is {rc.prompt_length}")
+            raise PromptTooLong(
+                f"stored prompt has {len(s.prompt_ids)} tokens, rollout.prompt_length is {rc.prompt_length}"
+            )
         s.cut_response(rc.response_length)
         s.end_on_model_token()
-        return AgentLoopOutput(prompt_ids=s.prompt_ids, response_ids=s.response_ids, response_mask=s.mask,
-                               reward_score=float(info["reward"]), num_turns=len(messages), metrics={},
-                               extra_fields={"turn_scores": [], "tool_rewards": [], "min_global_steps": 0,
-                                             "max_global_steps": 0})
+        return AgentLoopOutput(
+            prompt_ids=s.prompt_ids,
+            response_ids=s.response_ids,
+            response_mask=s.mask,
+            reward_score=float(info["reward"]),
+            num_turns=len(messages),
+            metrics={},
+            extra_fields={"turn_scores": [], "tool_rewards": [], "min_global_steps": 0, "max_global_steps": 0},
+        )

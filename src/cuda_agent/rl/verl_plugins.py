@@ -60,8 +60,11 @@ def _gloo_process_groups() -> None:
         return ray_init(timeout_second=timeout_second, backend=backend or "gloo")
 
     def initialize_global_process_group(timeout_second=36000):  # noqa: ANN001, ANN202 - verl's signature
-        dist.init_process_group(backend="gloo", timeout=timedelta(seconds=timeout_second),
-                                init_method=os.environ.get("DIST_INIT_METHOD", None))
+        dist.init_process_group(
+            backend="gloo",
+            timeout=timedelta(seconds=timeout_second),
+            init_method=os.environ.get("DIST_INIT_METHOD", None),
+        )
         return int(os.environ["LOCAL_RANK"]), int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 
     initialize_global_process_group_ray._cuda_agent_gloo = True  # type: ignore[attr-defined]
@@ -86,8 +89,12 @@ def _sdpa_value_model() -> None:
         from transformers import AutoModelForTokenClassification
 
         return AutoModelForTokenClassification.from_pretrained(
-            pretrained_model_name_or_path=local_path, torch_dtype=torch_dtype, config=model_config,
-            attn_implementation="sdpa", trust_remote_code=trust_remote_code)
+            pretrained_model_name_or_path=local_path,
+            torch_dtype=torch_dtype,
+            config=model_config,
+            attn_implementation="sdpa",
+            trust_remote_code=trust_remote_code,
+        )
 
     vm.load_valuehead_model = load_valuehead_model
 

@@ -80,8 +80,14 @@ class Sandbox:
         """Whether the read-only flags are locked against the wrapped command."""
         return not {"nest", "fs_lock"} & set(self.without)
 
-    def wrap(self, argv: list[str], writable: Sequence[str | os.PathLike[str]] = (), loopback: bool = False,
-             readonly: Sequence[str | os.PathLike[str]] = (), cwd: str | os.PathLike[str] | None = None) -> list[str]:
+    def wrap(
+        self,
+        argv: list[str],
+        writable: Sequence[str | os.PathLike[str]] = (),
+        loopback: bool = False,
+        readonly: Sequence[str | os.PathLike[str]] = (),
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> list[str]:
         """`loopback`: bring up the new network namespace's own `lo` (reaches nothing outside it);
         `readonly`: paths inside `writable` pinned read-only; `cwd`: the command's working dir.
         The evaluator's lock folder is hidden unless it is one of `writable`."""
@@ -111,8 +117,17 @@ class Sandbox:
                 lock += ["--hide", hidden]
             lock += ["--cwd", os.fspath(cwd)] if cwd is not None else []
             lock.append("--")
-        return [prlimit, f"--fsize={self.max_file_bytes}", f"--nproc={nproc}", "--core=0", "--",
-                unshare, *ns, *lock, *argv]
+        return [
+            prlimit,
+            f"--fsize={self.max_file_bytes}",
+            f"--nproc={nproc}",
+            "--core=0",
+            "--",
+            unshare,
+            *ns,
+            *lock,
+            *argv,
+        ]
 
 
 def _user_task_count() -> int:

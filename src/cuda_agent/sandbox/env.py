@@ -36,10 +36,23 @@ def shared_lock_dir() -> Path:
             d.chmod(0o1777)
     return d
 
+
 ENV_ALLOW = (
-    "PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER",
-    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-    "NVIDIA_VISIBLE_DEVICES", "TRITON_PTXAS_PATH", "CC", "CXX",
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "USER",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NVIDIA_VISIBLE_DEVICES",
+    "TRITON_PTXAS_PATH",
+    "CC",
+    "CXX",
 )
 
 

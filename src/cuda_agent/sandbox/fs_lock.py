@@ -51,8 +51,12 @@ KEEP_LOCKED = ("/dev/shm",)  # other evaluations' scratch dirs live here: read-o
 
 
 class _MountAttr(ctypes.Structure):
-    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
-                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
 
 
 def _libc() -> ctypes.CDLL:
@@ -121,8 +125,11 @@ def nest() -> None:
     uid, gid = os.getuid(), os.getgid()
     if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS) != 0:
         _fail("unshare (nested user namespace)")
-    for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"0 {uid} 1"),
-                       ("/proc/self/gid_map", f"0 {gid} 1")):
+    for path, text in (
+        ("/proc/self/setgroups", "deny"),
+        ("/proc/self/uid_map", f"0 {uid} 1"),
+        ("/proc/self/gid_map", f"0 {gid} 1"),
+    ):
         with open(path, "w") as f:
             f.write(text)
 
@@ -147,11 +154,13 @@ def _values(opts: list[str], flag: str) -> list[str]:
 
 def main(argv: list[str]) -> int:
     if "--" not in argv:
-        print("usage: fs_lock.py [--no-lock] [--no-nest] [--loopback-up] [--rw DIR]... [--ro PATH]... [--hide DIR]... [--cwd DIR] -- ARGV...",
-              file=sys.stderr)
+        print(
+            "usage: fs_lock.py [--no-lock] [--no-nest] [--loopback-up] [--rw DIR]... [--ro PATH]... [--hide DIR]... [--cwd DIR] -- ARGV...",
+            file=sys.stderr,
+        )
         return 2
     cut = argv.index("--")
-    opts, cmd = argv[:cut], argv[cut + 1:]
+    opts, cmd = argv[:cut], argv[cut + 1 :]
     if not cmd:
         print("fs_lock: no command", file=sys.stderr)
         return 2

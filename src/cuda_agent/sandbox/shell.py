@@ -46,7 +46,7 @@ _SHELL_PROCS = 4096
 
 @functools.lru_cache(maxsize=1)
 def isolation_level() -> str:
-    """"full", "net" or "none": what the sandbox probe found this machine allows."""
+    """ "full", "net" or "none": what the sandbox probe found this machine allows."""
     without, _ = probe("cpu")
     if without is None or "net" in without:
         return "none"
@@ -82,9 +82,16 @@ def cut_middle(text: str, limit: int) -> str:
 
 
 class BashSession:
-    def __init__(self, workspace: str | Path, *, timeout_s: float = 180.0, max_output_chars: int = 20000,
-                 isolation: str | None = None, extra_env: dict[str, str] | None = None,
-                 protected: tuple[str, ...] = PROTECTED_IN_WORKSPACE):
+    def __init__(
+        self,
+        workspace: str | Path,
+        *,
+        timeout_s: float = 180.0,
+        max_output_chars: int = 20000,
+        isolation: str | None = None,
+        extra_env: dict[str, str] | None = None,
+        protected: tuple[str, ...] = PROTECTED_IN_WORKSPACE,
+    ):
         self.workspace = Path(workspace).resolve()
         self.timeout_s = timeout_s
         self.max_output_chars = max_output_chars
@@ -107,7 +114,9 @@ class BashSession:
     def _env(self) -> dict[str, str]:
         env = scrubbed_env(_SHELL_ENV)
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-        env.update(HOME=str(self._private / "home"), TMPDIR=str(self._private), TERM="dumb", PYTHONDONTWRITEBYTECODE="1")
+        env.update(
+            HOME=str(self._private / "home"), TMPDIR=str(self._private), TERM="dumb", PYTHONDONTWRITEBYTECODE="1"
+        )
         env.update(self._extra_env)
         return env
 
@@ -119,8 +128,15 @@ class BashSession:
             argv = box.wrap(shell, writable=[self.workspace, self._private], readonly=pins, cwd=self.workspace)
         else:
             argv = shell
-        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      cwd=self.workspace, env=self._env(), start_new_session=True)
+        self._proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=self.workspace,
+            env=self._env(),
+            start_new_session=True,
+        )
         self._marker = "__CUDA_AGENT_DONE_" + uuid.uuid4().hex + "__"
 
     def _kill(self) -> None:
@@ -149,7 +165,9 @@ class BashSession:
             self._proc.stdin.flush()
         except (BrokenPipeError, OSError):
             self._kill()
-            return ShellResult("the shell could not be started or died; a new one will start on the next command", None, restarted=True)
+            return ShellResult(
+                "the shell could not be started or died; a new one will start on the next command", None, restarted=True
+            )
         deadline = t0 + (timeout_s or self.timeout_s)
         data, dropped = self._read_until_marker(deadline)
         text = data.decode(errors="replace")
@@ -160,10 +178,19 @@ class BashSession:
             return ShellResult(self._clip(out, dropped), int(m.group(1)), elapsed_s=elapsed)
         timed_out = time.monotonic() >= deadline
         self._kill()
-        why = (f"[command timed out after {timeout_s or self.timeout_s:.0f}s and was killed]" if timed_out
-               else "[the command ended the shell]")
-        return ShellResult(self._clip(text, dropped) + f"\n{why}\n[the shell was restarted: working directory and variables are reset]",
-                           None, timed_out=timed_out, restarted=True, elapsed_s=elapsed)
+        why = (
+            f"[command timed out after {timeout_s or self.timeout_s:.0f}s and was killed]"
+            if timed_out
+            else "[the command ended the shell]"
+        )
+        return ShellResult(
+            self._clip(text, dropped)
+            + f"\n{why}\n[the shell was restarted: working directory and variables are reset]",
+            None,
+            timed_out=timed_out,
+            restarted=True,
+            elapsed_s=elapsed,
+        )
 
     def _read_until_marker(self, deadline: float) -> tuple[bytes, int]:
         assert self._proc and self._proc.stdout
@@ -186,7 +213,7 @@ class BashSession:
             if len(data) > 3 * keep:  # bound memory on endless output (e.g. `yes`)
                 dropped += len(data) - 2 * keep
                 data = data[:keep] + data[-keep:]
-            if self._marker.encode() in data[-tail_probe - len(chunk):]:
+            if self._marker.encode() in data[-tail_probe - len(chunk) :]:
                 break
         return bytes(data), dropped
 

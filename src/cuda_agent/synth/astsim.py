@@ -40,8 +40,16 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
-WEIGHTS: dict[str, float] = {"Import": 0.3, "FunctionDef": 1.2, "If": 0.5, "ClassDef": 1.0, "While": 1.0,
-                             "For": 1.0, "comprehension": 1.0, "Return": 1.0}
+WEIGHTS: dict[str, float] = {
+    "Import": 0.3,
+    "FunctionDef": 1.2,
+    "If": 0.5,
+    "ClassDef": 1.0,
+    "While": 1.0,
+    "For": 1.0,
+    "comprehension": 1.0,
+    "Return": 1.0,
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,8 +75,11 @@ _INTERN: dict[tuple, int] = {}
 def _build(node: ast.AST, sig: list[Node], labelled: bool = False) -> Node:
     kids = tuple(_build(c, sig, labelled) for c in ast.iter_child_nodes(node))
     kind = type(node).__name__
-    if labelled and isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name)
-                                                             and node.value.id == "self"):
+    if (
+        labelled
+        and isinstance(node, ast.Attribute)
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    ):
         kind += "." + node.attr  # torch.relu is not torch.selu; self.<anything> is a name
     key = _INTERN.setdefault((kind, tuple(k.key for k in kids)), len(_INTERN))
     n = Node(kind, kids, 1 + sum(k.size for k in kids), key)
@@ -213,8 +224,13 @@ def strip_docstrings(tree: ast.AST) -> None:
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if isinstance(body, list):
-            kept = [b for b in body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)
-                                            and isinstance(b.value.value, str))]
+            kept = [
+                b
+                for b in body
+                if not (
+                    isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str)
+                )
+            ]
             node.body = kept or [ast.Pass()]
 
 
@@ -252,8 +268,11 @@ def _fold(body: list[ast.stmt]) -> list[ast.stmt]:
 
     for st in body:
         if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name):
-            st = ast.Assign(targets=[ast.Name(st.target.id, ast.Store())],
-                            value=ast.BinOp(ast.Name(st.target.id, ast.Load()), st.op, st.value), lineno=0)
+            st = ast.Assign(
+                targets=[ast.Name(st.target.id, ast.Store())],
+                value=ast.BinOp(ast.Name(st.target.id, ast.Load()), st.op, st.value),
+                lineno=0,
+            )
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
             value = subst(st.value)
             if _size(value) <= MAX_INLINED:
@@ -262,8 +281,9 @@ def _fold(body: list[ast.stmt]) -> list[ast.stmt]:
             env.pop(st.targets[0].id, None)
             out.append(ast.Assign(targets=st.targets, value=value, lineno=0))
             continue
-        if isinstance(st, (ast.Return, ast.Expr)) or (isinstance(st, ast.Assign)
-                                                     and all(isinstance(t, ast.Attribute) for t in st.targets)):
+        if isinstance(st, (ast.Return, ast.Expr)) or (
+            isinstance(st, ast.Assign) and all(isinstance(t, ast.Attribute) for t in st.targets)
+        ):
             out.append(subst(st))
             continue
         flush()

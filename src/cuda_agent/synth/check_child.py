@@ -58,8 +58,20 @@ from cuda_agent.eval.judge.compare import compare_outputs
 from cuda_agent.eval.timing import gpu_lock as eval_gpu_lock
 from cuda_agent.eval.timing.events import make_clock
 
-RANDOM_OP_WORDS = ("rand", "bernoulli", "dropout", "normal", "uniform", "multinomial", "exponential", "geometric",
-                   "cauchy", "log_normal", "poisson", "rrelu")
+RANDOM_OP_WORDS = (
+    "rand",
+    "bernoulli",
+    "dropout",
+    "normal",
+    "uniform",
+    "multinomial",
+    "exponential",
+    "geometric",
+    "cauchy",
+    "log_normal",
+    "poisson",
+    "rrelu",
+)
 
 
 class State:
@@ -170,8 +182,15 @@ def cmd_checks(st: State, msg: dict[str, Any]) -> dict[str, Any]:
         randoms = sorted(op for op in log.ops if any(w in op for w in RANDOM_OP_WORDS))
         a, b = call(st, st.model, seeds[0], rng=11), call(st, st.model, seeds[0], rng=12)
         rec = compare_outputs("rerun", a, b, _meta(b), atol=1e-5, rtol=1e-5, device=st.device.type)
-        controls = run_controls(lambda s: make_inputs(st, s), st.model, seeds, msg["fixed_seed"],
-                                atol=msg["atol"], rtol=msg["rtol"], device=st.device.type)
+        controls = run_controls(
+            lambda s: make_inputs(st, s),
+            st.model,
+            seeds,
+            msg["fixed_seed"],
+            atol=msg["atol"],
+            rtol=msg["rtol"],
+            device=st.device.type,
+        )
     return {"random_ops": randoms, "rerun_equal": rec.passed, "rerun_message": rec.message, "controls": controls}
 
 
@@ -187,9 +206,13 @@ def cmd_time(st: State, msg: dict[str, Any]) -> dict[str, Any]:
         while len(times) < msg["max_calls"] and (len(times) < 3 or time.perf_counter() < t_end):
             _, ms, _, _ = clock.measure(fn, inputs, held=False)
             times.append(ms)
-    return {"ms": statistics.median(times), "calls": len(times),
-            "cv": statistics.pstdev(times) / statistics.mean(times) if len(times) > 1 and statistics.mean(times) > 0
-            else 0.0}
+    return {
+        "ms": statistics.median(times),
+        "calls": len(times),
+        "cv": statistics.pstdev(times) / statistics.mean(times)
+        if len(times) > 1 and statistics.mean(times) > 0
+        else 0.0,
+    }
 
 
 def cmd_compile_check(st: State, msg: dict[str, Any]) -> dict[str, Any]:
@@ -204,10 +227,16 @@ def cmd_compile_check(st: State, msg: dict[str, Any]) -> dict[str, Any]:
             if i > 0:
                 got = call(st, st.compiled, seed)
             ref = call(st, st.model, seed)
-        rec = compare_outputs(f"compile#{i}", ref, got, _meta(got), atol=msg["atol"], rtol=msg["rtol"],
-                              device=st.device.type)
-        checks.append({"passed": rec.passed, "message": rec.message,
-                       "max_abs_err": None if not math.isfinite(rec.max_abs_err or 0.0) else rec.max_abs_err})
+        rec = compare_outputs(
+            f"compile#{i}", ref, got, _meta(got), atol=msg["atol"], rtol=msg["rtol"], device=st.device.type
+        )
+        checks.append(
+            {
+                "passed": rec.passed,
+                "message": rec.message,
+                "max_abs_err": None if not math.isfinite(rec.max_abs_err or 0.0) else rec.max_abs_err,
+            }
+        )
     return {"checks": checks, "compile_s": compile_s}
 
 
@@ -257,7 +286,13 @@ def cmd_ready(st: State, msg: dict[str, Any]) -> dict[str, Any]:
     return {"warm_s": WARM_S}
 
 
-HANDLERS = {"ready": cmd_ready, "load": cmd_load, "checks": cmd_checks, "time": cmd_time, "compile_check": cmd_compile_check}
+HANDLERS = {
+    "ready": cmd_ready,
+    "load": cmd_load,
+    "checks": cmd_checks,
+    "time": cmd_time,
+    "compile_check": cmd_compile_check,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,8 +318,11 @@ def main(argv: list[str] | None = None) -> int:
             reply["ok"] = True
             reply["lock_wait_s"] = st.lock_wait
         except BaseException as e:  # noqa: BLE001 - whatever the task raises is a finding
-            reply = {"ok": False, "error": f"{type(e).__name__}: {e}"[:1500],
-                     "traceback": "".join(traceback.format_exception(e))[-3000:]}
+            reply = {
+                "ok": False,
+                "error": f"{type(e).__name__}: {e}"[:1500],
+                "traceback": "".join(traceback.format_exception(e))[-3000:],
+            }
         os.write(a.fd_out, (json.dumps(reply, default=str) + "\n").encode())
         sys.stdout.flush()
     return 0

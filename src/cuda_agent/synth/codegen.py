@@ -132,8 +132,7 @@ def render(steps: list[Step], shapes: list[tuple[int, ...]], in_dtype: str = "fl
             init.append(f"        {p} = nn.Parameter(torch.randn({', '.join(map(str, ps))}) * {scale:.4g})")
         fwd.append(f"        x = {st.fill(st.spec.call, shape, x='x', m=m, p=p)}")
     first = shapes[0]
-    draw = (f"torch.randint(0, {INT_HIGH}, ({_dims(first)},))" if in_dtype == "long"
-            else f"torch.randn({_dims(first)})")
+    draw = f"torch.randint(0, {INT_HIGH}, ({_dims(first)},))" if in_dtype == "long" else f"torch.randn({_dims(first)})"
     lines = [
         *([f'"""{doc}"""', ""] if doc else []),
         HEADER.rstrip("\n"),

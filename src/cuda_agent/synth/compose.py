@@ -61,8 +61,9 @@ def parse_mix(text: str) -> dict[str, float]:
 
 
 class Plan:
-    def __init__(self, attempt: int, category: str, seeds: list[Seed], steps: list[Step],
-                 shapes: list[tuple[int, ...]]):
+    def __init__(
+        self, attempt: int, category: str, seeds: list[Seed], steps: list[Step], shapes: list[tuple[int, ...]]
+    ):
         self.attempt, self.category, self.seeds, self.steps, self.shapes = attempt, category, seeds, steps, shapes
 
     @property
@@ -71,8 +72,15 @@ class Plan:
 
 
 class Planner:
-    def __init__(self, seeds: list[Seed], mix: dict[str, float] | None = None, seed: int = 0, *,
-                 anchor_p: float = 0.7, tries: int = 60):
+    def __init__(
+        self,
+        seeds: list[Seed],
+        mix: dict[str, float] | None = None,
+        seed: int = 0,
+        *,
+        anchor_p: float = 0.7,
+        tries: int = 60,
+    ):
         self.ops = [s for s in seeds if s.composable]
         self.anchors = [s for s in self.ops if s.anchor]
         self.blocks = [s for s in seeds if s.source == "transformers" and not s.labels]
@@ -119,8 +127,11 @@ class Planner:
             if not shapes[-1]:
                 return None  # a scalar (a loss) can only end a chain
             for _ in range(12):
-                seed = chosen[i] if i < len(chosen) else rng.choice([s for s in self.ops if len(shapes[-1]) in s.ranks]
-                                                                    or self.ops)
+                seed = (
+                    chosen[i]
+                    if i < len(chosen)
+                    else rng.choice([s for s in self.ops if len(shapes[-1]) in s.ranks] or self.ops)
+                )
                 base = shapes[-1][1] if "{c}" in seed.spec.init and len(shapes[-1]) > 1 else shapes[-1][-1]
                 step = Step(seed.spec, max(1, rng.choice([base, base * 2, base // 2])))
                 try:
@@ -155,8 +166,14 @@ class DeterministicComposer:
         if isinstance(plan, str):
             return plan
         code = render(plan.steps, plan.shapes, doc=" -> ".join(s.spec.op for s in plan.steps))
-        return Candidate(candidate_id(attempt), code, [s.spec.op for s in plan.steps], plan.data_source,
-                         [s.id for s in plan.seeds], self.name)
+        return Candidate(
+            candidate_id(attempt),
+            code,
+            [s.spec.op for s in plan.steps],
+            plan.data_source,
+            [s.id for s in plan.seeds],
+            self.name,
+        )
 
 
 def candidate_id(attempt: int) -> str:
@@ -171,8 +188,14 @@ def rejects_path(path: Path) -> Path:
     return Path(str(path) + ".rejects.jsonl")
 
 
-def run_compose(composer: Composer, n: int, path: Path, *, parallel: int = 1,
-                on_result: Callable[[Candidate | Verdict], None] | None = None) -> tuple[int, int]:
+def run_compose(
+    composer: Composer,
+    n: int,
+    path: Path,
+    *,
+    parallel: int = 1,
+    on_result: Callable[[Candidate | Verdict], None] | None = None,
+) -> tuple[int, int]:
     """Compose until `path` holds n candidates. Returns (accepted, rejected) in the files."""
     path = Path(path)
     accepted = {c["id"] for c in records.read_dicts(path)}

@@ -39,8 +39,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "phi": ("Phi", "hidden_size={f}, intermediate_size={o}, num_attention_heads=4"),
     # dropout off: a block in training mode would otherwise be stochastic
     "gpt2": ("GPT2", "n_embd={f}, n_inner={o}, n_head=4, resid_pdrop=0.0, attn_pdrop=0.0, embd_pdrop=0.0"),
-    "bert": ("Bert", "hidden_size={f}, intermediate_size={o}, num_attention_heads=4, hidden_dropout_prob=0.0, "
-             "attention_probs_dropout_prob=0.0"),
+    "bert": (
+        "Bert",
+        "hidden_size={f}, intermediate_size={o}, num_attention_heads=4, hidden_dropout_prob=0.0, "
+        "attention_probs_dropout_prob=0.0",
+    ),
 }
 _KINDS = ("RMSNorm", "LayerNorm", "MLP", "Attention", "SelfAttention")
 _ARG_FILL = {"hidden_size": "{f}", "dim": "{f}", "intermediate_size": "{o}", "layer_idx": "0", "eps": "1e-6"}

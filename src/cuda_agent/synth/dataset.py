@@ -19,9 +19,17 @@ from typing import Any
 OPS6K = ("ops", "data_source", "code")
 # name -> pyarrow type name; JSON-valued columns are strings
 PROVENANCE: dict[str, str] = {
-    "id": "string", "seed_ids": "string", "composer": "string", "eager_ms": "float64", "compile_ms": "float64",
-    "max_similarity": "float64", "nearest_ref": "string", "semantic_similarity": "float64", "semantic_ref": "string",
-    "reshapes": "string", "pipeline_version": "string",
+    "id": "string",
+    "seed_ids": "string",
+    "composer": "string",
+    "eager_ms": "float64",
+    "compile_ms": "float64",
+    "max_similarity": "float64",
+    "nearest_ref": "string",
+    "semantic_similarity": "float64",
+    "semantic_ref": "string",
+    "reshapes": "string",
+    "pipeline_version": "string",
 }
 
 
@@ -49,7 +57,9 @@ def write_tasks(rows: list[dict[str, Any]], out: Path) -> list[Path]:
             import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError:
-            raise RuntimeError("writing .parquet needs pyarrow (pip install 'cuda-agent[data]'), or use -o X.jsonl") from None
+            raise RuntimeError(
+                "writing .parquet needs pyarrow (pip install 'cuda-agent[data]'), or use -o X.jsonl"
+            ) from None
         pq.write_table(pa.Table.from_pylist(rows, schema=_schema()), out)
         written.append(out)
         out = out.with_suffix(".jsonl")

@@ -142,7 +142,7 @@ class RefIndex:
     def nearest(self, sources: list[str], chunk: int = 2048) -> list[Nearest]:
         out: list[Nearest] = []
         for s in range(0, len(sources), chunk):
-            progs = [parse_model(code) for code in sources[s: s + chunk]]
+            progs = [parse_model(code) for code in sources[s : s + chunk]]
             ub = self.bounds(progs)
             order = ub.argsort(dim=1, descending=True).tolist()
             ubl = ub.tolist()
@@ -178,9 +178,15 @@ class Decision:
     trace_error: str = ""  # why the candidate has no op graph
 
     def data(self) -> dict[str, object]:
-        return {"measure": self.measure, "ref": self.ref, "semantic": self.semantic,
-                "semantic_ref": self.semantic_ref, "similarity": self.syntactic, "syntactic_ref": self.syntactic_ref,
-                "trace_error": self.trace_error}
+        return {
+            "measure": self.measure,
+            "ref": self.ref,
+            "semantic": self.semantic,
+            "semantic_ref": self.semantic_ref,
+            "similarity": self.syntactic,
+            "syntactic_ref": self.syntactic_ref,
+            "trace_error": self.trace_error,
+        }
 
 
 @dataclass
@@ -196,21 +202,39 @@ class Decontaminator:
     seconds: dict[str, float] = field(default_factory=dict)  # where build and the last check spent their time
 
     @classmethod
-    def build(cls, refs: list[tuple[str, str]], *, threshold: float = 0.9, workers: int = 2, sandbox: str = "auto",
-              cache: Path | None | bool = True) -> Decontaminator:
+    def build(
+        cls,
+        refs: list[tuple[str, str]],
+        *,
+        threshold: float = 0.9,
+        workers: int = 2,
+        sandbox: str = "auto",
+        cache: Path | None | bool = True,
+    ) -> Decontaminator:
         where = reference_cache() if cache is True else (cache or None)
         t0 = time.perf_counter()
-        traced = trace_many([c for _, c in refs], names=[n for n, _ in refs], workers=workers, sandbox=sandbox,
-                            cache=where)
+        traced = trace_many(
+            [c for _, c in refs], names=[n for n, _ in refs], workers=workers, sandbox=sandbox, cache=where
+        )
         graphs = [(n, t.graph) for (n, _), t in zip(refs, traced, strict=True) if t.graph is not None]
         untraced = [(n, t.error) for (n, _), t in zip(refs, traced, strict=True) if t.graph is None]
         missing = {n for n, _ in untraced}
         t1 = time.perf_counter()
-        out = cls(threshold, SemIndex.build(graphs), RefIndex.build(refs),
-                  RefIndex.build([(n, c) for n, c in refs if n in missing]), untraced, workers, sandbox,
-                  {n: g.summary() for n, g in graphs})
-        out.seconds = {"trace_refs": t1 - t0, "index_refs": time.perf_counter() - t1,
-                       "refs_cached": float(sum(t.cached for t in traced))}
+        out = cls(
+            threshold,
+            SemIndex.build(graphs),
+            RefIndex.build(refs),
+            RefIndex.build([(n, c) for n, c in refs if n in missing]),
+            untraced,
+            workers,
+            sandbox,
+            {n: g.summary() for n, g in graphs},
+        )
+        out.seconds = {
+            "trace_refs": t1 - t0,
+            "index_refs": time.perf_counter() - t1,
+            "refs_cached": float(sum(t.cached for t in traced)),
+        }
         return out
 
     def check(self, codes: list[str], traced: list[Traced] | None = None) -> list[Decision]:
@@ -223,18 +247,32 @@ class Decontaminator:
         sem = dict(zip(have, self.sem.check([graphs[i] for i in have]), strict=True))
         t2 = time.perf_counter()
         syn = self.syn.nearest(codes)
-        fallback = dict(zip(have, self.syn_untraced.nearest([codes[i] for i in have]), strict=True)) \
-            if self.syn_untraced.programs else {}
+        fallback = (
+            dict(zip(have, self.syn_untraced.nearest([codes[i] for i in have]), strict=True))
+            if self.syn_untraced.programs
+            else {}
+        )
         self.seconds.update({"trace": t1 - t0, "semantic": t2 - t1, "syntactic": time.perf_counter() - t2})
         out = []
         for i, near in enumerate(syn):
             s = sem.get(i)
-            d = Decision(False, "", "", "", s.similarity if s else None, s.nearest if s else "", near.similarity,
-                         near.ref, traced[i].error)
+            d = Decision(
+                False,
+                "",
+                "",
+                "",
+                s.similarity if s else None,
+                s.nearest if s else "",
+                near.similarity,
+                near.ref,
+                traced[i].error,
+            )
             if s is not None and s.copy_of:
                 d.copy, d.measure, d.ref = True, "semantic", s.copy_of
-                d.reason = (f"semantic copy of {s.copy_of}: its op graph contains the reference's "
-                            f"({self.summaries.get(s.copy_of, '')})")
+                d.reason = (
+                    f"semantic copy of {s.copy_of}: its op graph contains the reference's "
+                    f"({self.summaries.get(s.copy_of, '')})"
+                )
             else:
                 alt = fallback.get(i) if s is not None else near
                 if alt is not None and alt.similarity > self.threshold:

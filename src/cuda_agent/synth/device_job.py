@@ -185,38 +185,73 @@ class TaskCheckJob:
 
     def _load(self, child: Any, tmp: Path, code: str, stage: str) -> dict[str, Any]:
         s = self.settings
-        return self._ask(child, stage, {"cmd": "load", "source": code, "device": s.device, "workdir": str(tmp),
-                                        "init_seed": secrets.randbits(62), "seed": secrets.randbits(62),
-                                        "precision": self.precision, "lock_dir": s.lock_dir}, s.load_timeout)
+        return self._ask(
+            child,
+            stage,
+            {
+                "cmd": "load",
+                "source": code,
+                "device": s.device,
+                "workdir": str(tmp),
+                "init_seed": secrets.randbits(62),
+                "seed": secrets.randbits(62),
+                "precision": self.precision,
+                "lock_dir": s.lock_dir,
+            },
+            s.load_timeout,
+        )
 
     def _checks(self, child: Any, out: list[Verdict]) -> None:
         """Append the deterministic and anti-hack verdicts to `out` (a passing one before the next runs)."""
         seeds = [secrets.randbits(62) for _ in range(3)]
-        got = self._ask(child, "deterministic", {"cmd": "checks", "seeds": seeds, "fixed_seed": secrets.randbits(62),
-                                                  "atol": self.atol, "rtol": self.rtol}, self.settings.checks_timeout)
+        got = self._ask(
+            child,
+            "deterministic",
+            {"cmd": "checks", "seeds": seeds, "fixed_seed": secrets.randbits(62), "atol": self.atol, "rtol": self.rtol},
+            self.settings.checks_timeout,
+        )
         if got["random_ops"]:
             raise _Stop(Verdict(self.cid, "deterministic", False, f"random ops in the op log: {got['random_ops']}"))
         if not got["rerun_equal"]:
-            raise _Stop(Verdict(self.cid, "deterministic", False,
-                                f"two runs on the same input differ: {got['rerun_message']}"))
+            raise _Stop(
+                Verdict(self.cid, "deterministic", False, f"two runs on the same input differ: {got['rerun_message']}")
+            )
         out.append(Verdict(self.cid, "deterministic", True))
         passing = sorted(n for n, c in got["controls"].items() if c.get("passes"))
         if passing:
             why = "outputs do not differ across inputs; " if "other_seed" in passing else ""
-            raise _Stop(Verdict(self.cid, "anti_hack", False, f"{why}negative controls pass: {', '.join(passing)}",
-                                {"controls": passing}))
+            raise _Stop(
+                Verdict(
+                    self.cid,
+                    "anti_hack",
+                    False,
+                    f"{why}negative controls pass: {', '.join(passing)}",
+                    {"controls": passing},
+                )
+            )
         out.append(Verdict(self.cid, "anti_hack", True))
 
     def _time(self, child: Any, compiled: bool = False) -> float:
         s = self.settings
-        got = self._ask(child, "compile" if compiled else "timing",
-                        {"cmd": "time", "compiled": compiled, "seed": secrets.randbits(62), "max_calls": s.time_calls,
-                         "budget_s": s.time_budget_s}, s.time_timeout)
+        got = self._ask(
+            child,
+            "compile" if compiled else "timing",
+            {
+                "cmd": "time",
+                "compiled": compiled,
+                "seed": secrets.randbits(62),
+                "max_calls": s.time_calls,
+                "budget_s": s.time_budget_s,
+            },
+            s.time_timeout,
+        )
         return float(got["ms"])
 
     def _stages(self, child: Any, tmp: Path, report: DeviceReport) -> None:
         self._spent = report.stage_s
-        ready = self._ask(child, "runs", {"cmd": "ready"}, self.settings.load_timeout, book="start")  # start-up, if not done
+        ready = self._ask(
+            child, "runs", {"cmd": "ready"}, self.settings.load_timeout, book="start"
+        )  # start-up, if not done
         report.warm_s = dict(ready.get("warm_s") or {})
         s = self.settings
         loaded = self._load(child, tmp, report.code, "runs")
@@ -232,17 +267,39 @@ class TaskCheckJob:
                 break
             where = "below" if ms < lo else "above"
             if attempt == s.max_reshapes:
-                raise _Stop(Verdict(self.cid, "timing", False, f"eager {ms:.4g} ms, {where} the {lo:g}-{hi:g} ms window "
-                                    f"after {attempt} re-shape(s)", {"eager_ms": ms, "reshapes": report.reshapes}))
+                raise _Stop(
+                    Verdict(
+                        self.cid,
+                        "timing",
+                        False,
+                        f"eager {ms:.4g} ms, {where} the {lo:g}-{hi:g} ms window after {attempt} re-shape(s)",
+                        {"eager_ms": ms, "reshapes": report.reshapes},
+                    )
+                )
             factor = _factor(report.reshapes, ms, target)
             scaled = scale_batch(report.code, factor)
             if scaled is None:
-                raise _Stop(Verdict(self.cid, "timing", False, f"eager {ms:.4g} ms, {where} the window, and no "
-                                    "batch-like dimension can be scaled", {"eager_ms": ms}))
+                raise _Stop(
+                    Verdict(
+                        self.cid,
+                        "timing",
+                        False,
+                        f"eager {ms:.4g} ms, {where} the window, and no batch-like dimension can be scaled",
+                        {"eager_ms": ms},
+                    )
+                )
             code, old, new = scaled
             if new > old and loaded["in_bytes"] * new / old > s.max_input_bytes:
-                raise _Stop(Verdict(self.cid, "timing", False, f"eager {ms:.4g} ms; reaching {lo:g} ms needs "
-                                    f"{loaded['in_bytes'] * new / old / 2**30:.1f} GiB of inputs", {"eager_ms": ms}))
+                raise _Stop(
+                    Verdict(
+                        self.cid,
+                        "timing",
+                        False,
+                        f"eager {ms:.4g} ms; reaching {lo:g} ms needs "
+                        f"{loaded['in_bytes'] * new / old / 2**30:.1f} GiB of inputs",
+                        {"eager_ms": ms},
+                    )
+                )
             report.reshapes.append({"batch": [old, new], "eager_ms": ms})
             report.code = code
             loaded = self._load(child, tmp, code, "timing")
@@ -252,14 +309,29 @@ class TaskCheckJob:
         if not s.compile:
             report.complete = True
             return
-        got = self._ask(child, "compile", {"cmd": "compile_check", "seeds": [secrets.randbits(62) for _ in range(2)],
-                                           "atol": self.atol, "rtol": self.rtol}, s.compile_timeout)
+        got = self._ask(
+            child,
+            "compile",
+            {
+                "cmd": "compile_check",
+                "seeds": [secrets.randbits(62) for _ in range(2)],
+                "atol": self.atol,
+                "rtol": self.rtol,
+            },
+            s.compile_timeout,
+        )
         bad = [c for c in got["checks"] if not c["passed"]]
         if bad:
             raise _Stop(Verdict(self.cid, "compile", False, f"torch.compile disagrees with eager: {bad[0]['message']}"))
         report.compile_ms = self._time(child, compiled=True)
-        report.verdicts.append(Verdict(self.cid, "compile", True, data={
-            "compile_ms": report.compile_ms, "compile_s": round(got["compile_s"], 2)}))
+        report.verdicts.append(
+            Verdict(
+                self.cid,
+                "compile",
+                True,
+                data={"compile_ms": report.compile_ms, "compile_s": round(got["compile_s"], 2)},
+            )
+        )
         report.complete = True
 
 
@@ -301,9 +373,16 @@ def _start_child(s: FilterSettings, precision: str) -> _Box:
         locks.chmod(0o1777)  # shared by every user's filter jobs on this machine
     box, word = profile_for(s.sandbox, s.device, s.sandbox_max_file_bytes, s.sandbox_max_procs)
     try:
-        child = Child("synth", cwd=tmp, env=env, log_path=tmp / "child.log", module="cuda_agent.synth.check_child",
-                      warm_cuda=s.device == "cuda", child_args=("--warm-compile",) if s.device == "cuda" and s.compile else (),
-                      wrap=partial(box.wrap, writable=[*rw, locks]) if box is not None else None)
+        child = Child(
+            "synth",
+            cwd=tmp,
+            env=env,
+            log_path=tmp / "child.log",
+            module="cuda_agent.synth.check_child",
+            warm_cuda=s.device == "cuda",
+            child_args=("--warm-compile",) if s.device == "cuda" and s.compile else (),
+            wrap=partial(box.wrap, writable=[*rw, locks]) if box is not None else None,
+        )
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

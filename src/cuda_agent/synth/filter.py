@@ -80,8 +80,11 @@ def _verdicts(d: dict[str, Any]) -> list[Verdict]:
 
 def cpu_stages(cands: list[Candidate], done: dict[str, dict[str, Any]], cfg: FilterConfig) -> list[dict[str, Any]]:
     """CPU verdicts of the candidates not in `done` (dedup keys of `done` count as seen)."""
-    seen = {d["key"] for d in done.values() if d.get("key") and any(v["stage"] == "dedup" and v["passed"]
-                                                                   for v in d["verdicts"])}
+    seen = {
+        d["key"]
+        for d in done.values()
+        if d.get("key") and any(v["stage"] == "dedup" and v["passed"] for v in d["verdicts"])
+    }
     new, need_sim = [], []
     for c in cands:
         if c.id in done:
@@ -93,8 +96,9 @@ def cpu_stages(cands: list[Candidate], done: dict[str, dict[str, Any]], cfg: Fil
         except TaskError as e:
             rec["verdicts"].append(Verdict(c.id, "parse", False, str(e)))
             continue
-        rec["verdicts"].append(Verdict(c.id, "parse", True, data={"atol": task.atol, "rtol": task.rtol,
-                                                                   "precision": task.precision}))
+        rec["verdicts"].append(
+            Verdict(c.id, "parse", True, data={"atol": task.atol, "rtol": task.rtol, "precision": task.precision})
+        )
         key = normalized_key(c.code)
         rec["key"] = key
         if key in seen:
@@ -104,8 +108,9 @@ def cpu_stages(cands: list[Candidate], done: dict[str, dict[str, Any]], cfg: Fil
         rec["verdicts"].append(Verdict(c.id, "dedup", True))
         need_sim.append((rec, c))
     if cfg.against and need_sim:
-        index = Decontaminator.build(cfg.against, threshold=cfg.threshold, workers=cfg.trace_workers,
-                                     sandbox=cfg.settings.sandbox)
+        index = Decontaminator.build(
+            cfg.against, threshold=cfg.threshold, workers=cfg.trace_workers, sandbox=cfg.settings.sandbox
+        )
         for (rec, _), d in zip(need_sim, index.check([c.code for _, c in need_sim]), strict=True):
             rec["similarity"], rec["ref"] = d.syntactic, d.syntactic_ref
             rec["semantic"], rec["semantic_ref"] = d.semantic, d.semantic_ref
@@ -121,7 +126,7 @@ def cpu_stages(cands: list[Candidate], done: dict[str, dict[str, Any]], cfg: Fil
 def tally(ids: list[str], cpu: dict[str, dict[str, Any]], dev: dict[str, dict[str, Any]]) -> dict[str, list[int]]:
     counts = {s: [0, 0] for s in STAGES}
     for cid in ids:
-        for v in (cpu.get(cid, {}).get("verdicts", []) + dev.get(cid, {}).get("verdicts", [])):
+        for v in cpu.get(cid, {}).get("verdicts", []) + dev.get(cid, {}).get("verdicts", []):
             counts[v["stage"]][0] += 1
             counts[v["stage"]][1] += bool(v["passed"])
     return counts
@@ -131,8 +136,13 @@ def _cpu_passed(rec: dict[str, Any] | None) -> bool:
     return bool(rec) and len(rec["verdicts"]) == len(CPU_STAGES) and all(v["passed"] for v in rec["verdicts"])
 
 
-def run_filter(candidates: Path, out: Path, cfg: FilterConfig, pool: Any,
-               progress: Callable[[dict[str, list[int]], int, int], None] | None = None) -> FilterSummary:
+def run_filter(
+    candidates: Path,
+    out: Path,
+    cfg: FilterConfig,
+    pool: Any,
+    progress: Callable[[dict[str, list[int]], int, int], None] | None = None,
+) -> FilterSummary:
     t0 = time.monotonic()
     work = work_dir(out)
     work.mkdir(parents=True, exist_ok=True)
@@ -162,8 +172,9 @@ def run_filter(candidates: Path, out: Path, cfg: FilterConfig, pool: Any,
     futures: dict[Future[Any], Candidate] = {}
     for c in todo:
         tol = cpu[c.id]["verdicts"][0]["data"]
-        futures[pool.submit_call(TaskCheckJob(c.id, c.code, cfg.settings, tol["atol"], tol["rtol"],
-                                              tol["precision"]))] = c
+        futures[
+            pool.submit_call(TaskCheckJob(c.id, c.code, cfg.settings, tol["atol"], tol["rtol"], tol["precision"]))
+        ] = c
     try:
         for f in as_completed(futures, timeout=cfg.deadline_s):
             _landed(f, futures[f], summary, dev, dev_file, ids, cpu)
@@ -185,8 +196,15 @@ def run_filter(candidates: Path, out: Path, cfg: FilterConfig, pool: Any,
     return summary
 
 
-def _landed(f: Future[Any], c: Candidate, summary: FilterSummary, dev: dict[str, dict[str, Any]], dev_file: Path,
-            ids: list[str], cpu: dict[str, dict[str, Any]]) -> None:
+def _landed(
+    f: Future[Any],
+    c: Candidate,
+    summary: FilterSummary,
+    dev: dict[str, dict[str, Any]],
+    dev_file: Path,
+    ids: list[str],
+    cpu: dict[str, dict[str, Any]],
+) -> None:
     try:
         report: DeviceReport = f.result()
     except Exception as e:  # noqa: BLE001 - a harness failure: not recorded, the next run retries it
@@ -199,8 +217,9 @@ def _landed(f: Future[Any], c: Candidate, summary: FilterSummary, dev: dict[str,
     summary.counts = tally(ids, cpu, dev)
 
 
-def _assemble(cands: list[Candidate], cpu: dict[str, dict[str, Any]],
-              dev: dict[str, dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _assemble(
+    cands: list[Candidate], cpu: dict[str, dict[str, Any]], dev: dict[str, dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     rows, rejections = [], []
     for c in cands:
         vs = _verdicts(cpu.get(c.id, {})) + _verdicts(dev.get(c.id, {}))
@@ -214,10 +233,22 @@ def _assemble(cands: list[Candidate], cpu: dict[str, dict[str, Any]],
         d = dev.get(c.id)
         if d is None or not d.get("complete"):
             continue  # not evaluated yet (a harness failure): neither kept nor rejected
-        rows.append({"ops": c.ops, "data_source": c.data_source, "code": d["code"], "id": c.id,
-                     "seed_ids": c.seed_ids, "composer": c.composer, "eager_ms": d.get("eager_ms"),
-                     "compile_ms": d.get("compile_ms"), "max_similarity": cpu[c.id].get("similarity"),
-                     "nearest_ref": cpu[c.id].get("ref") or "", "semantic_similarity": cpu[c.id].get("semantic"),
-                     "semantic_ref": cpu[c.id].get("semantic_ref") or "", "reshapes": d.get("reshapes") or [],
-                     "pipeline_version": PIPELINE_VERSION})
+        rows.append(
+            {
+                "ops": c.ops,
+                "data_source": c.data_source,
+                "code": d["code"],
+                "id": c.id,
+                "seed_ids": c.seed_ids,
+                "composer": c.composer,
+                "eager_ms": d.get("eager_ms"),
+                "compile_ms": d.get("compile_ms"),
+                "max_similarity": cpu[c.id].get("similarity"),
+                "nearest_ref": cpu[c.id].get("ref") or "",
+                "semantic_similarity": cpu[c.id].get("semantic"),
+                "semantic_ref": cpu[c.id].get("semantic_ref") or "",
+                "reshapes": d.get("reshapes") or [],
+                "pipeline_version": PIPELINE_VERSION,
+            }
+        )
     return rows, rejections

@@ -55,32 +55,121 @@ GRAPH_VERSION = "opgraph-1"
 
 SOURCES = ("in", "param", "const")
 # binary pointwise ops whose operands may be swapped
-COMMUTATIVE = {"add", "mul", "maximum", "minimum", "eq", "ne", "logical_and", "logical_or", "logical_xor",
-               "bitwise_and", "bitwise_or", "bitwise_xor", "hypot", "fmax", "fmin"}
+COMMUTATIVE = {
+    "add",
+    "mul",
+    "maximum",
+    "minimum",
+    "eq",
+    "ne",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "hypot",
+    "fmax",
+    "fmin",
+}
 # ops whose value is their first tensor input's (views have `is_view`; these are the copies and no-ops)
-TRANSPARENT = {"clone", "contiguous", "_to_copy", "to", "detach", "lift_fresh", "lift_fresh_copy", "alias",
-               "_unsafe_view", "copy", "dropout", "native_dropout", "feature_dropout", "alpha_dropout",
-               "feature_alpha_dropout", "_conj", "resolve_conj", "resolve_neg", "positive", "type_as",
-               "_reshape_alias", "reshape", "view_as", "expand_as", "flatten", "unflatten"}
-FACTORIES = {"empty", "zeros", "ones", "full", "arange", "eye", "rand", "randn", "randint", "scalar_tensor",
-             "empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like",
-             "linspace", "logspace", "tensor", "empty_strided", "new_empty", "new_zeros", "new_ones", "new_full",
-             "new_empty_strided", "normal", "bernoulli", "tril_indices", "triu_indices", "randperm"}
-RENAME = {"native_batch_norm": "batch_norm", "_native_batch_norm_legit": "batch_norm",
-          "_native_batch_norm_legit_no_training": "batch_norm", "_native_batch_norm_legit_functional": "batch_norm",
-          "native_layer_norm": "layer_norm", "native_group_norm": "group_norm", "_fused_rms_norm": "rms_norm",
-          "addmm": "mm", "baddbmm": "bmm", "addmv": "mv", "addbmm": "bmm", "hardtanh": "clamp",
-          "clamp_min": "clamp", "clamp_max": "clamp", "true_divide": "div", "multiply": "mul", "subtract": "sub",
-          "log_sigmoid_forward": "log_sigmoid", "max_pool1d_with_indices": "max_pool1d",
-          "max_pool2d_with_indices": "max_pool2d", "max_pool3d_with_indices": "max_pool3d",
-          "_softmax": "softmax", "_log_softmax": "log_softmax", "_safe_softmax": "softmax",
-          "linalg_vector_norm": "norm", "_scaled_dot_product_flash_attention_for_cpu": "sdpa",
-          "_scaled_dot_product_efficient_attention": "sdpa", "_scaled_dot_product_flash_attention": "sdpa",
-          "_scaled_dot_product_attention_math": "sdpa", "_scaled_dot_product_fused_attention_overrideable": "sdpa",
-          "_embedding_bag": "embedding_bag", "_cdist_forward": "cdist"}
+TRANSPARENT = {
+    "clone",
+    "contiguous",
+    "_to_copy",
+    "to",
+    "detach",
+    "lift_fresh",
+    "lift_fresh_copy",
+    "alias",
+    "_unsafe_view",
+    "copy",
+    "dropout",
+    "native_dropout",
+    "feature_dropout",
+    "alpha_dropout",
+    "feature_alpha_dropout",
+    "_conj",
+    "resolve_conj",
+    "resolve_neg",
+    "positive",
+    "type_as",
+    "_reshape_alias",
+    "reshape",
+    "view_as",
+    "expand_as",
+    "flatten",
+    "unflatten",
+}
+FACTORIES = {
+    "empty",
+    "zeros",
+    "ones",
+    "full",
+    "arange",
+    "eye",
+    "rand",
+    "randn",
+    "randint",
+    "scalar_tensor",
+    "empty_like",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "linspace",
+    "logspace",
+    "tensor",
+    "empty_strided",
+    "new_empty",
+    "new_zeros",
+    "new_ones",
+    "new_full",
+    "new_empty_strided",
+    "normal",
+    "bernoulli",
+    "tril_indices",
+    "triu_indices",
+    "randperm",
+}
+RENAME = {
+    "native_batch_norm": "batch_norm",
+    "_native_batch_norm_legit": "batch_norm",
+    "_native_batch_norm_legit_no_training": "batch_norm",
+    "_native_batch_norm_legit_functional": "batch_norm",
+    "native_layer_norm": "layer_norm",
+    "native_group_norm": "group_norm",
+    "_fused_rms_norm": "rms_norm",
+    "addmm": "mm",
+    "baddbmm": "bmm",
+    "addmv": "mv",
+    "addbmm": "bmm",
+    "hardtanh": "clamp",
+    "clamp_min": "clamp",
+    "clamp_max": "clamp",
+    "true_divide": "div",
+    "multiply": "mul",
+    "subtract": "sub",
+    "log_sigmoid_forward": "log_sigmoid",
+    "max_pool1d_with_indices": "max_pool1d",
+    "max_pool2d_with_indices": "max_pool2d",
+    "max_pool3d_with_indices": "max_pool3d",
+    "_softmax": "softmax",
+    "_log_softmax": "log_softmax",
+    "_safe_softmax": "softmax",
+    "linalg_vector_norm": "norm",
+    "_scaled_dot_product_flash_attention_for_cpu": "sdpa",
+    "_scaled_dot_product_efficient_attention": "sdpa",
+    "_scaled_dot_product_flash_attention": "sdpa",
+    "_scaled_dot_product_attention_math": "sdpa",
+    "_scaled_dot_product_fused_attention_overrideable": "sdpa",
+    "_embedding_bag": "embedding_bag",
+    "_cdist_forward": "cdist",
+}
 # the operands that carry the computation (the rest are weights, biases, running stats of the op itself)
-KEEP_ARGS = {"batch_norm": 1, "layer_norm": 1, "group_norm": 1, "rms_norm": 1, "instance_norm": 1,
-             "convolution": 2}
+KEEP_ARGS = {"batch_norm": 1, "layer_norm": 1, "group_norm": 1, "rms_norm": 1, "instance_norm": 1, "convolution": 2}
 # ops whose label says which dims they reduce or scan
 DIM_ARGS = ("dim", "dims")
 
@@ -199,7 +288,7 @@ def _modes(g: _Graph) -> tuple[Any, Any]:
                     out = func(*args, **kwargs)
                 finally:
                     g.mute = False
-            ins = [a for a in tree_flatten(list(args[:WHOLE[name]]))[0] if isinstance(a, torch.Tensor)]
+            ins = [a for a in tree_flatten(list(args[: WHOLE[name]]))[0] if isinstance(a, torch.Tensor)]
             bi = name in RECURRENT and len(args) > 7 and args[7] is True
             outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
             node = g.add(name + (".bi" if bi else ""), _ins(g, ins, None, False), g.shape(outs[0]) if outs else "")
@@ -236,8 +325,11 @@ def _record(g: _Graph, func: Any, args: Any, kwargs: Any, out: Any, tree_flatten
     base = _strip(name)
     flat_in = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
     flat_out = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-    writes = bool(func._schema.arguments) and func._schema.arguments[0].alias_info is not None and \
-        func._schema.arguments[0].alias_info.is_write
+    writes = (
+        bool(func._schema.arguments)
+        and func._schema.arguments[0].alias_info is not None
+        and func._schema.arguments[0].alias_info.is_write
+    )
     if base in FACTORIES or (not flat_in and flat_out):
         for o in flat_out:
             g.source(o, "const")
@@ -266,8 +358,11 @@ def _record(g: _Graph, func: Any, args: Any, kwargs: Any, out: Any, tree_flatten
     if label in ("silu", "mish"):  # expanded: x * sigmoid(x), x * tanh(softplus(x))
         x = operands[0]
         ins = _ins(g, [x], ref_out, True)
-        inner = g.add("sigmoid", ins, g.shape(ref_out)) if label == "silu" else \
-            g.add("tanh", [[g.add("softplus", ins, g.shape(ref_out)), 0, "f"]], g.shape(ref_out))
+        inner = (
+            g.add("sigmoid", ins, g.shape(ref_out))
+            if label == "silu"
+            else g.add("tanh", [[g.add("softplus", ins, g.shape(ref_out)), 0, "f"]], g.shape(ref_out))
+        )
         node = g.add("mul", ins + [[inner, 0, "f"]], g.shape(ref_out))
     else:
         ins = _ins(g, operands, ref_out, pointwise)
@@ -320,7 +415,7 @@ def _label(g: _Graph, base: str, bound: dict[str, Any], flat_in: list[Any], torc
     if base == "mv":
         return "matmul", [bound["mat"], bound["vec"]] if "vec" in bound and "mat" in bound else flat_in
     if base in KEEP_ARGS:
-        return base, flat_in[:KEEP_ARGS[base]]
+        return base, flat_in[: KEEP_ARGS[base]]
     if base == "clamp":
         lo = bound.get("min", bound.get("min_val"))
         hi = bound.get("max", bound.get("max_val"))
@@ -339,8 +434,27 @@ def _label(g: _Graph, base: str, bound: dict[str, Any], flat_in: list[Any], torc
     label = base
     if dims and first is not None:
         label = f"{base}[{_dims(dims[0], rank)}]"
-    elif base in ("sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "var", "std", "logsumexp",
-                  "argmax", "argmin", "all", "any") and first is not None:
+    elif (
+        base
+        in (
+            "sum",
+            "mean",
+            "amax",
+            "amin",
+            "max",
+            "min",
+            "prod",
+            "norm",
+            "var",
+            "std",
+            "logsumexp",
+            "argmax",
+            "argmin",
+            "all",
+            "any",
+        )
+        and first is not None
+    ):
         label = f"{base}[*]"
     return label, flat_in
 
@@ -375,8 +489,12 @@ def _fold_bias(nodes: list[list[Any]], outputs: list[list[int]]) -> tuple[list[l
             continue
         for a, b in ((ins[0], ins[1]), (ins[1], ins[0])):
             ha = nodes[a[0]][0]
-            if (ha == "matmul" or ha.startswith("conv")) and a[1] == 0 and users.get(a[0]) == 1 \
-                    and nodes[b[0]][0] in ("param", "const"):
+            if (
+                (ha == "matmul" or ha.startswith("conv"))
+                and a[1] == 0
+                and users.get(a[0]) == 1
+                and nodes[b[0]][0] in ("param", "const")
+            ):
                 alias[i] = a[0]
                 break
     if not alias:

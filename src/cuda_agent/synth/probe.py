@@ -32,11 +32,28 @@ from typing import Any
 from cuda_agent.synth.codegen import Step, TraceError, render, trace
 from cuda_agent.synth.records import OpSpec
 
-PROBE_SHAPES: dict[int, tuple[int, ...]] = {1: (64,), 2: (4, 16), 3: (4, 16, 12), 4: (4, 16, 12, 12),
-                                            5: (2, 16, 6, 6, 6)}
+PROBE_SHAPES: dict[int, tuple[int, ...]] = {
+    1: (64,),
+    2: (4, 16),
+    3: (4, 16, 12),
+    4: (4, 16, 12, 12),
+    5: (2, 16, 6, 6, 6),
+}
 PROBE_WIDTH = 16  # `o` in probes: widths stay those of the input
-RANDOM_OP_WORDS = ("rand", "bernoulli", "dropout", "normal", "uniform", "multinomial", "exponential", "geometric",
-                   "cauchy", "log_normal", "poisson", "rrelu")
+RANDOM_OP_WORDS = (
+    "rand",
+    "bernoulli",
+    "dropout",
+    "normal",
+    "uniform",
+    "multinomial",
+    "exponential",
+    "geometric",
+    "cauchy",
+    "log_normal",
+    "poisson",
+    "rrelu",
+)
 
 
 @dataclass
@@ -92,7 +109,9 @@ def run_task_code(code: str, rng_seed: int = 0, timeout_s: float = 10.0) -> dict
             torch.manual_seed(1)
             with log:
                 out = model(*inputs)
-            mutated = any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, before, strict=True))
+            mutated = any(
+                isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, before, strict=True)
+            )
             again_in = [b.clone() if isinstance(b, torch.Tensor) else b for b in before]
             torch.manual_seed(2)
             again = model(*again_in)
@@ -127,7 +146,7 @@ def _probe(spec: OpSpec, shapes: dict[int, tuple[int, ...]], timeout_s: float) -
 
     res = Probe(spec)
     found: tuple[str, dict[str, Any], int] | None = None
-    for dtype in (("float", "long") if spec.in_dtype == "float" else ("long",)):
+    for dtype in ("float", "long") if spec.in_dtype == "float" else ("long",):
         for r, shape in shapes.items():
             try:
                 code, got = _attempt(replace(spec, in_dtype=dtype), shape, dtype, timeout_s)

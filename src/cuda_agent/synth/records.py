@@ -28,8 +28,16 @@ PIPELINE_VERSION = "synth-2"  # 2: decontamination by op graphs (issue 30)
 
 # Why a seed cannot be composed. A labelled seed is kept in seeds.jsonl (with its code when it has
 # one) so a reader sees what the crawl found and why it was set aside.
-LABELS = ("fails", "stochastic", "input_independent", "in_place", "integer_inputs", "non_float_output", "no_meta",
-          "crashed")
+LABELS = (
+    "fails",
+    "stochastic",
+    "input_independent",
+    "in_place",
+    "integer_inputs",
+    "non_float_output",
+    "no_meta",
+    "crashed",
+)
 
 
 @dataclass

@@ -57,9 +57,15 @@ def batch_site(source: str) -> Site | None:
         return Site(arg.value, arg.lineno, arg.col_offset, arg.end_col_offset or arg.col_offset)
     if isinstance(arg, ast.Name):
         for node in tree.body:
-            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and node.targets[0].id == arg.id and isinstance(node.value, ast.Constant)
-                    and type(node.value.value) is int and node.value.lineno == node.value.end_lineno):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == arg.id
+                and isinstance(node.value, ast.Constant)
+                and type(node.value.value) is int
+                and node.value.lineno == node.value.end_lineno
+            ):
                 v = node.value
                 return Site(v.value, v.lineno, v.col_offset, v.end_col_offset or v.col_offset, arg.id)
     return None
@@ -74,5 +80,5 @@ def scale_batch(source: str, factor: float) -> tuple[str, int, int] | None:
         return None
     lines = source.splitlines(keepends=True)
     line = lines[site.lineno - 1].encode()  # ast columns are byte offsets
-    lines[site.lineno - 1] = (line[: site.col] + str(new).encode() + line[site.end_col:]).decode()
+    lines[site.lineno - 1] = (line[: site.col] + str(new).encode() + line[site.end_col :]).decode()
     return "".join(lines), site.value, new

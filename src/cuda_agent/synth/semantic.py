@@ -71,13 +71,25 @@ class OpGraph:
             raise ValueError(f"{len(nodes)} nodes (at most {MAX_NODES})")
         labels, ins = [], []
         for i, n in enumerate(nodes):
-            if not (isinstance(n, list) and len(n) >= 2 and isinstance(n[0], str) and 0 < len(n[0]) <= MAX_LABEL
-                    and isinstance(n[1], list)):
+            if not (
+                isinstance(n, list)
+                and len(n) >= 2
+                and isinstance(n[0], str)
+                and 0 < len(n[0]) <= MAX_LABEL
+                and isinstance(n[1], list)
+            ):
                 raise ValueError(f"node {i}: not [label, inputs, ...]")
             edges = []
             for e in n[1]:
-                if not (isinstance(e, list) and len(e) == 3 and type(e[0]) is int and type(e[1]) is int
-                        and 0 <= e[0] < i and 0 <= e[1] < 64 and e[2] in ("f", "b")):
+                if not (
+                    isinstance(e, list)
+                    and len(e) == 3
+                    and type(e[0]) is int
+                    and type(e[1]) is int
+                    and 0 <= e[0] < i
+                    and 0 <= e[1] < 64
+                    and e[2] in ("f", "b")
+                ):
                     raise ValueError(f"node {i}: bad input {e!r}")
                 edges.append((e[0], e[1], e[2]))
             if (n[0] in SOURCES) != (not edges):
@@ -86,8 +98,13 @@ class OpGraph:
             ins.append(tuple(edges))
         outs = []
         for o in d["outputs"]:
-            if not (isinstance(o, list) and len(o) == 2 and type(o[0]) is int and 0 <= o[0] < len(nodes)
-                    and type(o[1]) is int):
+            if not (
+                isinstance(o, list)
+                and len(o) == 2
+                and type(o[0]) is int
+                and 0 <= o[0] < len(nodes)
+                and type(o[1]) is int
+            ):
                 raise ValueError(f"bad output {o!r}")
             outs.append((o[0], o[1]))
         if not outs:
@@ -340,7 +357,7 @@ class SemIndex:
         ref_labels = self.matrix[:, self.label_cols]
         ref_label_mass = ref_labels.sum(1)
         for s in range(0, len(graphs), chunk):
-            part = graphs[s: s + chunk]
+            part = graphs[s : s + chunk]
             x, outside, mass = self._vectors(part)
             l1 = torch.cdist(x, self.matrix, p=1) + outside[:, None]
             denom = mass[:, None] + ref_mass[None, :]

@@ -64,14 +64,18 @@ def compute(rows: list[dict[str, Any]], rejections: list[dict[str, Any]] | None 
     counts = Counter(_key(str(r.get("data_source", ""))) for r in rows)
     paper_total = sum(PAPER_MIX.values())
     keys = list(PAPER_MIX) + sorted(k for k in counts if k not in PAPER_MIX)
-    mix = {k: (counts.get(k, 0), 100 * counts.get(k, 0) / n if n else 0.0,
-               100 * PAPER_MIX.get(k, 0.0) / paper_total) for k in keys}
+    mix = {
+        k: (counts.get(k, 0), 100 * counts.get(k, 0) / n if n else 0.0, 100 * PAPER_MIX.get(k, 0.0) / paper_total)
+        for k in keys
+    }
     ops: Counter[str] = Counter()
     for r in rows:
         v = r.get("ops")
         ops.update(json.loads(v) if isinstance(v, str) else (v or []))
+
     def nums(col: str) -> list[float]:
         return [float(r[col]) for r in rows if isinstance(r.get(col), (int, float)) and math.isfinite(r[col])]
+
     removed = None
     if rejections is not None:
         removed = {m: 0 for m in ("semantic", "syntactic")}
@@ -79,8 +83,16 @@ def compute(rows: list[dict[str, Any]], rejections: list[dict[str, Any]] | None 
             if r.get("stage") == "decontam":
                 m = str(r.get("measure") or "syntactic")  # records before op graphs: the AST measure
                 removed[m] = removed.get(m, 0) + 1
-    near = [(str(r.get("id", "")), _num(r.get("semantic_similarity")), str(r.get("semantic_ref") or ""),
-             _num(r.get("max_similarity")), str(r.get("nearest_ref") or "")) for r in rows]
+    near = [
+        (
+            str(r.get("id", "")),
+            _num(r.get("semantic_similarity")),
+            str(r.get("semantic_ref") or ""),
+            _num(r.get("max_similarity")),
+            str(r.get("nearest_ref") or ""),
+        )
+        for r in rows
+    ]
     near.sort(key=lambda t: (-(t[1] if t[1] is not None else -1.0), -(t[3] if t[3] is not None else -1.0)))
     return Stats(n, mix, ops.most_common(25), nums("eager_ms"), nums("max_similarity"), removed, near[:closest])
 
@@ -96,8 +108,14 @@ def _hist(values: list[float], bins: list[float]) -> list[int]:
 
 
 def markdown(s: Stats) -> str:
-    lines = [f"# Synthesized tasks: {s.n}", "", "## Op-count mix", "",
-             "| source | tasks | share | paper (Ops-6K) |", "|---|---:|---:|---:|"]
+    lines = [
+        f"# Synthesized tasks: {s.n}",
+        "",
+        "## Op-count mix",
+        "",
+        "| source | tasks | share | paper (Ops-6K) |",
+        "|---|---:|---:|---:|",
+    ]
     for k, (c, share, paper) in s.mix.items():
         label = "transformers" if k == "transformers" else f"torch#{k}"
         lines.append(f"| {label} | {c} | {share:.2f} % | {paper:.2f} % |")
@@ -124,11 +142,17 @@ def markdown(s: Stats) -> str:
     else:
         lines.append("no rejections file beside the tasks: removals unknown")
     if any(c[1] is not None or c[3] is not None for c in s.closest):
+
         def f(v: float | None) -> str:
             return "-" if v is None else f"{v:.3f}"
 
-        lines += ["", "Kept tasks closest to the reference suite (graph Dice, then AST similarity):", "",
-                  "| task | graph Dice | nearest by graph | AST similarity | nearest by AST |", "|---|---:|---|---:|---|"]
+        lines += [
+            "",
+            "Kept tasks closest to the reference suite (graph Dice, then AST similarity):",
+            "",
+            "| task | graph Dice | nearest by graph | AST similarity | nearest by AST |",
+            "|---|---:|---|---:|---|",
+        ]
         lines += [f"| {i} | {f(d)} | {dr or '-'} | {f(a)} | {ar or '-'} |" for i, d, dr, a, ar in s.closest]
     return "\n".join(lines) + "\n"
 

@@ -91,9 +91,14 @@ class _Worker:
         self.tmp = Path(tempfile.mkdtemp(prefix="cuda-agent-trace-"))
         rw, env = child_dirs(self.tmp, "trace", child_env("fp32"), private_caches=True)
         box, _ = profile_for(self.sandbox, "cpu", 1 << 30, 256)
-        self.child = Child("trace", cwd=self.tmp, env=env, log_path=self.tmp / "child.log",
-                           module="cuda_agent.synth.trace_child",
-                           wrap=partial(box.wrap, writable=rw) if box is not None else None)
+        self.child = Child(
+            "trace",
+            cwd=self.tmp,
+            env=env,
+            log_path=self.tmp / "child.log",
+            module="cuda_agent.synth.trace_child",
+            wrap=partial(box.wrap, writable=rw) if box is not None else None,
+        )
 
     def trace(self, source: str, name: str, timeout_s: float) -> tuple[dict[str, Any] | None, str, bool]:
         """(graph JSON, error, deterministic): a failure of the child itself is not deterministic."""
@@ -101,8 +106,9 @@ class _Worker:
 
         if self.child is None or not self.child.alive():
             self._start()
-        reply = self.child.request_raw({"cmd": "trace", "source": source, "name": name, "timeout_s": timeout_s},
-                                       timeout_s + 60.0)  # + the child's start-up (torch's import)
+        reply = self.child.request_raw(
+            {"cmd": "trace", "source": source, "name": name, "timeout_s": timeout_s}, timeout_s + 60.0
+        )  # + the child's start-up (torch's import)
         if isinstance(reply, ChildFailure):
             self.close()
             return None, f"tracing child: {reply.message}", False
@@ -121,9 +127,16 @@ class _Worker:
             self.tmp = None
 
 
-def trace_many(sources: list[str], *, names: list[str] | None = None, workers: int = 2, sandbox: str = "auto",
-               timeout_s: float = 30.0, cache: Path | None = None,
-               progress: Callable[[int, int], None] | None = None) -> list[Traced]:
+def trace_many(
+    sources: list[str],
+    *,
+    names: list[str] | None = None,
+    workers: int = 2,
+    sandbox: str = "auto",
+    timeout_s: float = 30.0,
+    cache: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Traced]:
     names = names or [f"task{i}" for i in range(len(sources))]
     out: list[Traced | None] = [None] * len(sources)
     todo: list[int] = []
@@ -155,8 +168,10 @@ def trace_many(sources: list[str], *, names: list[str] | None = None, workers: i
                         result, deterministic = Traced(None, f"malformed op graph: {e}"), False
                 out[i] = result
                 if cache is not None and deterministic:
-                    _write_cache(cache / f"{keys[i]}.json", {"graph": raw} if result.graph is not None
-                                 else {"error": result.error})
+                    _write_cache(
+                        cache / f"{keys[i]}.json",
+                        {"graph": raw} if result.graph is not None else {"error": result.error},
+                    )
                 with lock:
                     state["done"] += 1
                     if progress is not None:

@@ -26,6 +26,8 @@ def cache_root() -> Path:
         if not os.access(p, os.W_OK):
             raise PermissionError(13, "not writable", str(p))
     except OSError as e:
-        raise CacheDirError(e.errno, f"the cache directory {p} cannot be used ({e.strerror}); set CUDA_AGENT_CACHE "
-                            "to a writable directory") from None
+        raise CacheDirError(
+            e.errno,
+            f"the cache directory {p} cannot be used ({e.strerror}); set CUDA_AGENT_CACHE to a writable directory",
+        ) from None
     return p

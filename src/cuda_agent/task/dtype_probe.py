@@ -94,7 +94,8 @@ def probe(path: str, target: str) -> dict[str, Any]:
         model = mod.Model(*init)
         inputs = list(mod.get_inputs())
     got: dict[str, Any] = {
-        "inputs": _count(inputs), "init_inputs": {k: n for k, n in _count(init).items() if k != "scalar"},
+        "inputs": _count(inputs),
+        "init_inputs": {k: n for k, n in _count(init).items() if k != "scalar"},
         "parameters": _count([p for _, p in model.named_parameters()]) if hasattr(model, "named_parameters") else {},
         "buffers": _count([b for _, b in model.named_buffers()]) if hasattr(model, "named_buffers") else {},
     }
@@ -131,7 +132,11 @@ def main(path: str, out: str) -> None:
             result = {"stage": "cpu", "meta_error": meta_error, **probe(path, "cpu")}
         except BaseException as e2:  # noqa: BLE001 - MemoryError included
             cpu_error = f"{type(e2).__name__}: {e2}"[:200]
-            result = {"error": meta_error if cpu_error == meta_error else f"on meta tensors {meta_error}; on the CPU {cpu_error}"}
+            result = {
+                "error": meta_error
+                if cpu_error == meta_error
+                else f"on meta tensors {meta_error}; on the CPU {cpu_error}"
+            }
     with open(out, "w") as f:
         json.dump(result, f)
 

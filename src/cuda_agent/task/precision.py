@@ -49,11 +49,18 @@ TIMEOUT_S = 120.0
 ORDER = ("bf16", "fp16", "fp32", "fp64")  # lowest first
 # a source whose text matches none of these names no floating dtype but float32
 # (numpy: its arrays default to float64, so a tensor made from one is float64 without a name)
-OTHER_DTYPE = re.compile(r"\b(bfloat16|bf16|float16|half|fp16|float64|double|fp64|float8\w*|complex\w*|cfloat|cdouble|"
-                         r"chalf|e4m3\w*|e5m2\w*|numpy|from_numpy)\b")
+OTHER_DTYPE = re.compile(
+    r"\b(bfloat16|bf16|float16|half|fp16|float64|double|fp64|float8\w*|complex\w*|cfloat|cdouble|"
+    r"chalf|e4m3\w*|e5m2\w*|numpy|from_numpy)\b"
+)
 GROUPS = (("inputs", "inputs"), ("init_inputs", "init inputs"), ("parameters", "parameters"), ("buffers", "buffers"))
 DEFAULT = "default: the task names no floating dtype but float32"
-TORCH_NAME = {"half": "float16", "double": "float64", "float": "float32", "chalf": "complex32"}  # aliases -> dtype names
+TORCH_NAME = {
+    "half": "float16",
+    "double": "float64",
+    "float": "float32",
+    "chalf": "complex32",
+}  # aliases -> dtype names
 
 
 @dataclass(frozen=True)
@@ -67,9 +74,18 @@ def precision_of(dtype: str) -> str | None:
     """The precision a torch dtype name ("bfloat16", "complex64", ...) counts as; None for non-floats."""
     if dtype.startswith("float8") or dtype.startswith("float4"):
         return "fp8"
-    return {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
-            "float64": "fp64", "double": "fp64", "complex32": "fp16", "complex64": "fp32",
-            "complex128": "fp64"}.get(dtype)
+    return {
+        "bfloat16": "bf16",
+        "float16": "fp16",
+        "half": "fp16",
+        "float32": "fp32",
+        "float": "fp32",
+        "float64": "fp64",
+        "double": "fp64",
+        "complex32": "fp16",
+        "complex64": "fp32",
+        "complex128": "fp64",
+    }.get(dtype)
 
 
 def _rank(p: str) -> int:
@@ -106,12 +122,16 @@ def decide(probe: dict) -> Inferred:
     notes = []
     if len(found) > 1:
         mixed = "/".join(sorted(found, key=_rank))
-        notes.append(f"mixed {mixed}: {chosen}, the lowest, as the kernel must handle {'/'.join(found[lowest])} natively")
+        notes.append(
+            f"mixed {mixed}: {chosen}, the lowest, as the kernel must handle {'/'.join(found[lowest])} natively"
+        )
     if lowest == "fp8":
         notes.append("fp8 counts as bf16, the lowest precision the evaluator knows")
     if probe.get("stage") == "cpu":
         notes.append("built on the CPU, meta tensors failed")
-    return Inferred(chosen, f"inferred from {seen}" + (f" ({'; '.join(notes)})" if notes else ""), tuple(sorted(dtypes)))
+    return Inferred(
+        chosen, f"inferred from {seen}" + (f" ({'; '.join(notes)})" if notes else ""), tuple(sorted(dtypes))
+    )
 
 
 def named_in_source(source: str) -> tuple[str, list[str]] | None:
@@ -154,9 +174,15 @@ def infer_precision(source: str) -> Inferred:
         else:
             named = named_in_source(source)
             why = f"the task does not run on meta or CPU tensors: {error}"
-            got = (Inferred(named[0], f"inferred from the dtypes the source names: {', '.join(named[1])}; {why}",
-                            tuple(sorted({TORCH_NAME.get(x, x) for x in named[1]})))
-                   if named else Inferred("fp32", f"default; {why}"))
+            got = (
+                Inferred(
+                    named[0],
+                    f"inferred from the dtypes the source names: {', '.join(named[1])}; {why}",
+                    tuple(sorted({TORCH_NAME.get(x, x) for x in named[1]})),
+                )
+                if named
+                else Inferred("fp32", f"default; {why}")
+            )
     _memo[key] = got
     return got
 
@@ -168,9 +194,15 @@ def run_probe(source: str, timeout_s: float = TIMEOUT_S) -> tuple[dict | None, s
         task.write_text(source)
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         try:
-            p = subprocess.Popen([sys.executable, str(PROBE), str(task), str(out)], cwd=tmp, env=env,
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 start_new_session=True)
+            p = subprocess.Popen(
+                [sys.executable, str(PROBE), str(task), str(out)],
+                cwd=tmp,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
         except OSError as e:
             return None, f"cannot start python: {e}"
         try:

@@ -128,7 +128,9 @@ def _detect(path: Path) -> str:
     if path.is_file():
         if path.suffix in (".parquet", ".jsonl", ".json"):
             return "ops6k"
-        raise TaskError(f"{path}: a suite file must be .parquet, .jsonl or .json (Ops-6K columns {', '.join(OPS6K_COLUMNS)})")
+        raise TaskError(
+            f"{path}: a suite file must be .parquet, .jsonl or .json (Ops-6K columns {', '.join(OPS6K_COLUMNS)})"
+        )
     if _level_dirs(path) or _LEVEL_DIR.match(path.name):
         return "kernelbench"
     if any((d / "task.py").is_file() for d in path.iterdir() if d.is_dir()):
@@ -161,7 +163,9 @@ def _kernelbench(path: Path, levels: list[int] | None) -> Suite:
         raise TaskError(f"{path}: no KernelBench level folders (expected KernelBench/level1 ... or level1 ...)")
     hub = sorted(set(levels or ()) & set(HUB_LEVELS))
     if hub:
-        raise TaskError(f"level {hub[0]} is not supported: its tasks load pretrained weights from a model hub (network); use levels 1-3")
+        raise TaskError(
+            f"level {hub[0]} is not supported: its tasks load pretrained weights from a model hub (network); use levels 1-3"
+        )
     wanted = sorted(levels) if levels is not None else [lv for lv in sorted(found) if lv not in HUB_LEVELS]
     missing = [lv for lv in wanted if lv not in found]
     if missing:

@@ -53,8 +53,13 @@ class Task:
     def describe_precision(self) -> str:
         """One line: `precision bf16 (inferred from inputs: bfloat16 x2), atol 0.05 rtol 0.05 (the bf16 defaults)`."""
         given = self.tolerance_declared
-        tol = ("declared" if len(given) == 2 else f"{given[0]} declared, the other the {self.precision} default" if given
-               else f"the {self.precision} defaults")
+        tol = (
+            "declared"
+            if len(given) == 2
+            else f"{given[0]} declared, the other the {self.precision} default"
+            if given
+            else f"the {self.precision} defaults"
+        )
         return f"precision {self.precision} ({self.precision_source}), atol {self.atol:g} rtol {self.rtol:g} ({tol})"
 
     @property
@@ -110,8 +115,17 @@ class Task:
             precision, precision_source = inferred.precision, inferred.source
         tol = DEFAULT_TOLERANCE[precision]
         atol, rtol = consts.get("ATOL", tol), consts.get("RTOL", tol)
-        return cls(name=name, source=source, path=path, precision=precision, atol=float(atol), rtol=float(rtol),
-                   precision_source=precision_source, tolerance_declared=tol_declared, dtypes=inferred.dtypes)
+        return cls(
+            name=name,
+            source=source,
+            path=path,
+            precision=precision,
+            atol=float(atol),
+            rtol=float(rtol),
+            precision_source=precision_source,
+            tolerance_declared=tol_declared,
+            dtypes=inferred.dtypes,
+        )
 
 
 def _module_constants(tree: ast.Module) -> dict[str, object]:

@@ -91,8 +91,12 @@ def check_solution(src: str | Path) -> Path:
     """A solution folder (model_new.py, optional kernels/): checked before anything is written."""
     s = Path(src)
     if not s.is_dir():
-        raise TaskError(f"solution folder not found: {s}" if not s.exists() else f"{s} is not a folder (a solution "
-                        "folder holds model_new.py and kernels/; a single-file solution is evaluated with --solution)")
+        raise TaskError(
+            f"solution folder not found: {s}"
+            if not s.exists()
+            else f"{s} is not a folder (a solution "
+            "folder holds model_new.py and kernels/; a single-file solution is evaluated with --solution)"
+        )
     if not (s / "model_new.py").is_file():
         raise TaskError(f"{s} is not a solution folder (no model_new.py)")
     return s
@@ -121,7 +125,9 @@ def replace_agent_files(ws: Path, solution: Path | None) -> Path | None:
             (incoming / "model_new.py").write_text(template_text("model_new.py"))
         (incoming / "kernels").mkdir(exist_ok=True)
         old = read_agent_sources(ws)
-        keep = bool(old) and old != read_agent_sources(incoming) and old != {"model_new.py": template_text("model_new.py")}
+        keep = (
+            bool(old) and old != read_agent_sources(incoming) and old != {"model_new.py": template_text("model_new.py")}
+        )
         prefix = f"replaced-{time.strftime('%Y%m%d-%H%M%S')}-" if keep else "old-"
         aside = Path(tempfile.mkdtemp(prefix=prefix, dir=meta.parent))
         for name in (*AGENT_FILES, *AGENT_DIRS):
@@ -149,8 +155,9 @@ def init_workspace(task: Task, dest: str | Path, force: bool = False) -> Path:
     return make_workspace(task, dest, force=force).path
 
 
-def make_workspace(task: Task, dest: str | Path, *, force: bool = False, solution: str | Path | None = None,
-                   reset: bool = False) -> InitResult:
+def make_workspace(
+    task: Task, dest: str | Path, *, force: bool = False, solution: str | Path | None = None, reset: bool = False
+) -> InitResult:
     """A new workspace (built in a temporary sibling and renamed into place, so a failure leaves
     nothing behind), or with `force` an existing one whose protected files are refreshed while the
     agent's files stay; `solution` or `reset` replace the agent's files as a unit (kept aside)."""
@@ -160,9 +167,11 @@ def make_workspace(task: Task, dest: str | Path, *, force: bool = False, solutio
         raise NotADirectoryError(f"{d} exists and is not a directory")
     fresh = not d.exists() or not any(d.iterdir())
     if not fresh and not force:
-        raise FileExistsError(f"{d} exists and is not empty: --force refreshes its protected files and keeps your "
-                              "model_new.py and kernels/; --force with --reset or --solution DIR replaces those too, "
-                              "keeping the old ones in .cuda-agent/replaced-*/")
+        raise FileExistsError(
+            f"{d} exists and is not empty: --force refreshes its protected files and keeps your "
+            "model_new.py and kernels/; --force with --reset or --solution DIR replaces those too, "
+            "keeping the old ones in .cuda-agent/replaced-*/"
+        )
     remember_task(task)
     if not fresh:
         _write_protected(task, d)
@@ -215,8 +224,17 @@ def _write_protected(task: Task, d: Path) -> None:
     meta = d / META
     meta.parent.mkdir(exist_ok=True)
     written = {rel: _digest(text) for rel, text in protected.items() if rel in INTEGRITY_CHECKED}
-    meta.write_text(json.dumps({"task": task.name, "task_hash": task.hash, "precision": task.precision,
-                                "precision_source": task.precision_source, "protected": written}))
+    meta.write_text(
+        json.dumps(
+            {
+                "task": task.name,
+                "task_hash": task.hash,
+                "precision": task.precision,
+                "precision_source": task.precision_source,
+                "protected": written,
+            }
+        )
+    )
 
 
 def _digest(text: str) -> str:
@@ -246,12 +264,19 @@ RELEASE_FILES = ("model.py", "model_new.py", "binding.cpp", "binding_registry.h"
 
 
 def is_release_layout(workdir: Path) -> bool:
-    return (not (workdir / META).exists() and all((workdir / f).is_file() for f in RELEASE_FILES)
-            and ((workdir / "kernels").is_dir() or (workdir / "utils").is_dir()))
+    return (
+        not (workdir / META).exists()
+        and all((workdir / f).is_file() for f in RELEASE_FILES)
+        and ((workdir / "kernels").is_dir() or (workdir / "utils").is_dir())
+    )
 
 
-IMPORTED_NOTE = ("imported-layout", "", "a workspace in the public CUDA-Agent release's layout was imported: scored against its "
-                 "own model.py, with the evaluator's pristine binding.cpp and binding_registry.h; its utils/ is not used")
+IMPORTED_NOTE = (
+    "imported-layout",
+    "",
+    "a workspace in the public CUDA-Agent release's layout was imported: scored against its "
+    "own model.py, with the evaluator's pristine binding.cpp and binding_registry.h; its utils/ is not used",
+)
 
 
 def find_task(workdir: Path, explicit: Task | None = None) -> tuple[Task, list[tuple[str, str, str]]]:
@@ -274,7 +299,11 @@ def find_task(workdir: Path, explicit: Task | None = None) -> tuple[Task, list[t
     model = workdir / "model.py"
     if not model.is_file():
         raise TaskError(f"{workdir} is not a workspace: no model.py (create one with `cuda-agent init`)")
-    note = ("no-pristine-task", "model.py", "no pristine copy of the task was found; model.py was taken from the workspace")
+    note = (
+        "no-pristine-task",
+        "model.py",
+        "no pristine copy of the task was found; model.py was taken from the workspace",
+    )
     return Task.from_file(model), [note]
 
 
@@ -312,7 +341,9 @@ def stage(workdir: str | Path, dest: str | Path, task: Task | None = None) -> St
             continue
         got = p.read_text(errors="replace")
         if got != expected[rel] and _digest(got) != at_init.get(rel):
-            findings.append(("protected-file-modified", rel, f"{rel} differs from the pristine copy; the pristine one is used"))
+            findings.append(
+                ("protected-file-modified", rel, f"{rel} differs from the pristine copy; the pristine one is used")
+            )
     sources = read_agent_sources(w)
     root = Path(dest)
     if root.exists():

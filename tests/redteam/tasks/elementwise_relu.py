@@ -1,4 +1,5 @@
 """Elementwise ReLU on a large fp32 tensor (memory-bound)."""
+
 import torch
 import torch.nn as nn
 

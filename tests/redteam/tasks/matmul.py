@@ -1,4 +1,5 @@
 """Plain fp32 matrix product C = A @ B with non-square shapes (compute-bound)."""
+
 import torch
 import torch.nn as nn
 

@@ -39,7 +39,9 @@ from cuda_agent.eval.judge.result import EvalResult, Status
 
 # "<file>:<line>:<col>: fatal error: <header>: No such file or directory", the whole line: a file
 # name without colons, so an #error message quoting the pattern after "error:" does not match
-_MISSING_HEADER = re.compile(r"^[^\s:][^:\n]*:\d+(?::\d+)?: fatal error: (?P<h>[\w./+-]+): No such file or directory$", re.M)
+_MISSING_HEADER = re.compile(
+    r"^[^\s:][^:\n]*:\d+(?::\d+)?: fatal error: (?P<h>[\w./+-]+): No such file or directory$", re.M
+)
 _CANNOT_RUN = re.compile(rf"^{re.escape(CANNOT_RUN)} (?P<exe>\S+):", re.M)
 _UNDEFINED = re.compile(r"undefined symbol: (?P<sym>(?:cublas|cudnn)\w*)")
 _SYSTEM_INCLUDE = ("/usr/include", "/usr/local/include")
@@ -53,18 +55,35 @@ class Family:
 
 
 FAMILIES = (
-    Family("cuBLAS", re.compile(r"^cublas\w*\.h$"),
-           "pip install nvidia-cublas (the wheel for your CUDA major version, e.g. nvidia-cublas-cu12 on CUDA 12), "
-           "or install the toolkit's cuBLAS development package (libcublas-dev)"),
-    Family("cuDNN", re.compile(r"^cudnn\w*\.h$"),
-           "pip install nvidia-cudnn-cu12 or -cu13 (matching your CUDA), or install libcudnn-dev"),
-    Family("CUDA toolkit", re.compile(r"^(cuda\w*\.h|cuda/.+|math_constants\.h|device_launch_parameters\.h|"
-                                      r"vector_types\.h|mma\.h|cooperative_groups(\.h|/.+)|crt/.+|sm_\d+\w*\.h)$"),
-           "install the CUDA toolkit and point CUDA_HOME at it"),
-    Family("torch C++", re.compile(r"^(torch|ATen|c10|caffe2|pybind11)/.+$"),
-           "reinstall torch (pip install --force-reinstall torch); its wheel ships these headers"),
-    Family("Python development", re.compile(r"^Python\.h$"),
-           "install the Python development headers (e.g. apt-get install python3-dev)"),
+    Family(
+        "cuBLAS",
+        re.compile(r"^cublas\w*\.h$"),
+        "pip install nvidia-cublas (the wheel for your CUDA major version, e.g. nvidia-cublas-cu12 on CUDA 12), "
+        "or install the toolkit's cuBLAS development package (libcublas-dev)",
+    ),
+    Family(
+        "cuDNN",
+        re.compile(r"^cudnn\w*\.h$"),
+        "pip install nvidia-cudnn-cu12 or -cu13 (matching your CUDA), or install libcudnn-dev",
+    ),
+    Family(
+        "CUDA toolkit",
+        re.compile(
+            r"^(cuda\w*\.h|cuda/.+|math_constants\.h|device_launch_parameters\.h|"
+            r"vector_types\.h|mma\.h|cooperative_groups(\.h|/.+)|crt/.+|sm_\d+\w*\.h)$"
+        ),
+        "install the CUDA toolkit and point CUDA_HOME at it",
+    ),
+    Family(
+        "torch C++",
+        re.compile(r"^(torch|ATen|c10|caffe2|pybind11)/.+$"),
+        "reinstall torch (pip install --force-reinstall torch); its wheel ships these headers",
+    ),
+    Family(
+        "Python development",
+        re.compile(r"^Python\.h$"),
+        "install the Python development headers (e.g. apt-get install python3-dev)",
+    ),
 )
 
 
@@ -77,8 +96,10 @@ def classify(res: EvalResult) -> EvalResult:
     if problem is None:
         return res
     res.status, res.reward, res.correct = Status.ENV_ERROR, None, False
-    res.message = (f"environment error, not the candidate's: {problem}. The candidate was not judged "
-                   "(no reward, nothing cached); rerun after the fix")
+    res.message = (
+        f"environment error, not the candidate's: {problem}. The candidate was not judged "
+        "(no reward, nothing cached); rerun after the fix"
+    )
     return res
 
 
@@ -95,7 +116,9 @@ def diagnose(log: str) -> str | None:
     for m in _CANNOT_RUN.finditer(log):
         exe = m.group("exe")
         if exe in (tc.nvcc, tc.cxx) and not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
-            fix = "install the CUDA toolkit and set CUDA_HOME" if exe == tc.nvcc else "install a C++ compiler or set CXX"
+            fix = (
+                "install the CUDA toolkit and set CUDA_HOME" if exe == tc.nvcc else "install a C++ compiler or set CXX"
+            )
             return f"the compiler {exe} cannot be run. Fix: {fix}"
     for m in _UNDEFINED.finditer(log):
         lib = "cublasLt" if m.group("sym").startswith("cublasLt") else m.group("sym")[:6]

@@ -44,9 +44,22 @@ from cuda_agent.eval.build.workspace import BuildResult, rejected_build
 from cuda_agent.eval.channel.processes import run_command, tail
 from cuda_agent.eval.checks import symbols
 
-_SHAPING = {"name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
-            "extra_include_paths", "with_cuda", "verbose", "build_directory", "with_pytorch_error_handling",
-            "keep_intermediates", "is_python_module"}
+_SHAPING = {
+    "name",
+    "cpp_sources",
+    "cuda_sources",
+    "functions",
+    "extra_cflags",
+    "extra_cuda_cflags",
+    "extra_ldflags",
+    "extra_include_paths",
+    "with_cuda",
+    "verbose",
+    "build_directory",
+    "with_pytorch_error_handling",
+    "keep_intermediates",
+    "is_python_module",
+}
 _POSITIONAL = ("name", "cpp_sources", "cuda_sources")
 
 
@@ -89,7 +102,10 @@ def _value(node: ast.AST, consts: dict[str, ast.AST], depth: int = 0) -> object:
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_value(e, consts, depth + 1) for e in node.elts]
     if isinstance(node, ast.Dict) and all(k is not None for k in node.keys):
-        return {_value(k, consts, depth + 1): _value(v, consts, depth + 1) for k, v in zip(node.keys, node.values, strict=True)}  # type: ignore[arg-type]
+        return {
+            _value(k, consts, depth + 1): _value(v, consts, depth + 1)
+            for k, v in zip(node.keys, node.values, strict=True)
+        }  # type: ignore[arg-type]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         a, b = _value(node.left, consts, depth + 1), _value(node.right, consts, depth + 1)
         if isinstance(a, str) and isinstance(b, str) or isinstance(a, list) and isinstance(b, list):
@@ -111,7 +127,8 @@ def _strings(v: object, what: str) -> tuple[str, ...]:
 
 def _is_load_inline(func: ast.AST) -> bool:
     return (isinstance(func, ast.Name) and func.id == "load_inline") or (
-        isinstance(func, ast.Attribute) and func.attr == "load_inline")
+        isinstance(func, ast.Attribute) and func.attr == "load_inline"
+    )
 
 
 def find_calls(text: str) -> list[InlineCall] | None:
@@ -133,18 +150,29 @@ def find_calls(text: str) -> list[InlineCall] | None:
             kw.update(dict(zip(_POSITIONAL, node.args, strict=False)))
             v = {k: _value(n, consts) for k, n in kw.items() if k is not None}
             fn = v.get("functions")
-            funcs = tuple((f, "") for f in _strings(fn, "functions")) if not isinstance(fn, dict) else tuple(
-                (str(k), str(d)) for k, d in fn.items())
+            funcs = (
+                tuple((f, "") for f in _strings(fn, "functions"))
+                if not isinstance(fn, dict)
+                else tuple((str(k), str(d)) for k, d in fn.items())
+            )
             name = v.get("name")
             if not isinstance(name, str) or not name.isidentifier():
                 raise _NotStatic("name")
             if v.get("is_python_module", True) is not True:
                 raise _NotStatic("is_python_module=False returns a path, not a module")
-            calls.append(InlineCall(
-                name, _strings(v.get("cpp_sources"), "cpp_sources"), _strings(v.get("cuda_sources"), "cuda_sources"), funcs,
-                _strings(v.get("extra_cflags"), "extra_cflags"), _strings(v.get("extra_cuda_cflags"), "extra_cuda_cflags"),
-                _strings(v.get("extra_ldflags"), "extra_ldflags"), _strings(v.get("extra_include_paths"), "extra_include_paths"),
-                bool(v.get("with_pytorch_error_handling", True))))
+            calls.append(
+                InlineCall(
+                    name,
+                    _strings(v.get("cpp_sources"), "cpp_sources"),
+                    _strings(v.get("cuda_sources"), "cuda_sources"),
+                    funcs,
+                    _strings(v.get("extra_cflags"), "extra_cflags"),
+                    _strings(v.get("extra_cuda_cflags"), "extra_cuda_cflags"),
+                    _strings(v.get("extra_ldflags"), "extra_ldflags"),
+                    _strings(v.get("extra_include_paths"), "extra_include_paths"),
+                    bool(v.get("with_pytorch_error_handling", True)),
+                )
+            )
         except _NotStatic:
             return None
     if len({c.name for c in calls}) != len(calls):
@@ -163,8 +191,12 @@ def sources(call: InlineCall) -> dict[str, str]:
         cpp.append("}")
     out = {"main.cpp": "\n".join(cpp) + "\n"}
     if call.cuda_sources:
-        out["cuda.cu"] = "\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>",
-                                    *call.cuda_sources]) + "\n"
+        out["cuda.cu"] = (
+            "\n".join(
+                ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>", *call.cuda_sources]
+            )
+            + "\n"
+        )
     return out
 
 
@@ -177,18 +209,61 @@ def _commands(call: InlineCall, arch: str, src: Path, obj: Path) -> list[str]:
     if src.suffix == ".cu":
         major, minor = arch.split(".")
         # torch's headers use C++20 bit-field initialisers: warnings on every unit, silenced (3306, -Wc++20-extensions)
-        return [tc.nvcc, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-diag-suppress=3306", "-Xcompiler", "-Wno-c++20-extensions",
-                *ext.COMMON_NVCC_FLAGS,
-                f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}", *incs, *defines,
-                *call.extra_cuda_cflags, "-c", str(src), "-o", str(obj)]
-    return [tc.cxx, "-O3", "-std=c++17", "-fPIC", "-w", *incs, *defines, *call.extra_cflags, "-c", str(src), "-o", str(obj)]
+        return [
+            tc.nvcc,
+            "-O3",
+            "-std=c++17",
+            "-Xcompiler",
+            "-fPIC",
+            "-diag-suppress=3306",
+            "-Xcompiler",
+            "-Wno-c++20-extensions",
+            *ext.COMMON_NVCC_FLAGS,
+            f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}",
+            *incs,
+            *defines,
+            *call.extra_cuda_cflags,
+            "-c",
+            str(src),
+            "-o",
+            str(obj),
+        ]
+    return [
+        tc.cxx,
+        "-O3",
+        "-std=c++17",
+        "-fPIC",
+        "-w",
+        *incs,
+        *defines,
+        *call.extra_cflags,
+        "-c",
+        str(src),
+        "-o",
+        str(obj),
+    ]
 
 
 # nvcc flags of a call that touch only device code: with others (-D, -Xcompiler, ...) the CUDA text
 # is built as one unit, so that its host code sees exactly the flags it was written for
-_DEVICE_ONLY_FLAG = ("-O", "--use_fast_math", "-use_fast_math", "--expt-relaxed-constexpr", "--expt-extended-lambda",
-                     "-lineinfo", "--ptxas-options", "-maxrregcount", "--maxrregcount", "-std=c++17", "-arch", "-gencode",
-                     "--generate-code", "-Xptxas", "--resource-usage", "-res-usage")
+_DEVICE_ONLY_FLAG = (
+    "-O",
+    "--use_fast_math",
+    "-use_fast_math",
+    "--expt-relaxed-constexpr",
+    "--expt-extended-lambda",
+    "-lineinfo",
+    "--ptxas-options",
+    "-maxrregcount",
+    "--maxrregcount",
+    "-std=c++17",
+    "-arch",
+    "-gencode",
+    "--generate-code",
+    "-Xptxas",
+    "--resource-usage",
+    "-res-usage",
+)
 PCH_HEADERS = ("torch/types.h", "cuda.h", "cuda_runtime.h", "c10/cuda/CUDAGuard.h", "c10/cuda/CUDAStream.h")
 # KernelBench solutions often include it for the current stream; it needs the CUDA math libraries'
 # headers (cusparse.h, ...), so where it does not compile the precompiled header goes without it
@@ -224,8 +299,16 @@ def _shared_defines(tc) -> list[str]:  # noqa: ANN001 - a Toolchain
 
 
 def _host_base(tc, ext) -> list[str]:  # noqa: ANN001 - Toolchain and the cpp_extension module
-    return [tc.cxx, "-O3", "-std=c++17", "-fPIC", "-w", *(f"-I{d}" for d in tc.include_dirs), *_shared_defines(tc),
-            *(f for f in ext.COMMON_NVCC_FLAGS if f.startswith("-D"))]
+    return [
+        tc.cxx,
+        "-O3",
+        "-std=c++17",
+        "-fPIC",
+        "-w",
+        *(f"-I{d}" for d in tc.include_dirs),
+        *_shared_defines(tc),
+        *(f for f in ext.COMMON_NVCC_FLAGS if f.startswith("-D")),
+    ]
 
 
 def host_pch(cache_dir: Path, arch: str, deadline: float) -> Path | None:
@@ -263,8 +346,11 @@ def _pch(cache_dir: Path, fingerprint: str, base: list[str], header: str, deadli
             return None
         (d / "ca_pch.h").write_text(header)
         tmp = d / f"ca_pch.h.{os.getpid()}.{threading.get_ident()}.gch.tmp"
-        r = run_command([*base, "-x", "c++-header", str(d / "ca_pch.h"), "-o", str(tmp)],
-                        timeout=max(deadline - time.monotonic(), 5), cwd=d)
+        r = run_command(
+            [*base, "-x", "c++-header", str(d / "ca_pch.h"), "-o", str(tmp)],
+            timeout=max(deadline - time.monotonic(), 5),
+            cwd=d,
+        )
         if r.returncode != 0:
             tmp.unlink(missing_ok=True)
             if not r.timed_out:  # a timeout says nothing about the headers
@@ -274,8 +360,9 @@ def _pch(cache_dir: Path, fingerprint: str, base: list[str], header: str, deadli
     return d
 
 
-def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, use_cache: bool = True,
-               check_symbols: bool = True) -> BuildResult:
+def build_call(
+    call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, use_cache: bool = True, check_symbols: bool = True
+) -> BuildResult:
     """Compile the units in parallel (each cached by its text and command) and link `<name>.so`. The CUDA
     text is split into a device and a host unit where it can be (`build/split.py`); if either does not
     build, the text is built as one unit as load_inline would."""
@@ -291,9 +378,24 @@ def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, 
     kinds: dict[Path, str] = {}  # object -> "main.cpp" | "cuda.cu" | "device.cu" | "host.cpp"
 
     def unit(fname: str, text: str) -> tuple[Path, Path]:
-        flags = call.extra_cflags if fname == "main.cpp" else call.extra_include_paths if fname == "host.cpp" else call.extra_cuda_cflags
-        key = hashlib.sha256((toolchain(arch).fingerprint + fname + text + repr(flags) + call.name + repr(call.extra_include_paths)
-                              + (repr((PCH_HEADERS, PCH_OPTIONAL)) if fname == "host.cpp" else "")).encode()).hexdigest()[:24]
+        flags = (
+            call.extra_cflags
+            if fname == "main.cpp"
+            else call.extra_include_paths
+            if fname == "host.cpp"
+            else call.extra_cuda_cflags
+        )
+        key = hashlib.sha256(
+            (
+                toolchain(arch).fingerprint
+                + fname
+                + text
+                + repr(flags)
+                + call.name
+                + repr(call.extra_include_paths)
+                + (repr((PCH_HEADERS, PCH_OPTIONAL)) if fname == "host.cpp" else "")
+            ).encode()
+        ).hexdigest()[:24]
         src = srcdir / f"{key}{Path(fname).suffix}"
         if not src.exists():
             src.write_text(text)
@@ -353,12 +455,18 @@ def build_call(call: InlineCall, cache_dir: Path, *, arch: str, timeout: float, 
         return BuildResult(False, None, tail("\n".join(logs)), time.monotonic() - t0, timed_out, False, rebuilt, note)
     # every unit holds the candidate's text: all are checked, against the set of a unit that defines a module
     objects = [("model_new.py", f"load_inline {call.name!r} {kinds[o]}", o) for _, o in units]
-    bad = symbols.check(objects, "single_file", cache_dir=cache_dir, arch=arch, deadline=deadline) if check_symbols else []
+    bad = (
+        symbols.check(objects, "single_file", cache_dir=cache_dir, arch=arch, deadline=deadline)
+        if check_symbols
+        else []
+    )
     if bad:
         return rejected_build(bad, logs, time.monotonic() - t0, rebuilt, note)
     tc = toolchain(arch)
     ld = [f for f in call.extra_ldflags if f.startswith(("-l", "-L"))]
-    link_key = hashlib.sha256(("|".join(o.name for _, o in units) + "|" + " ".join(ld) + call.name).encode()).hexdigest()[:24]
+    link_key = hashlib.sha256(
+        ("|".join(o.name for _, o in units) + "|" + " ".join(ld) + call.name).encode()
+    ).hexdigest()[:24]
     so = cache_dir / "modules" / link_key / f"{call.name}.so"
     if use_cache and so.exists():
         return BuildResult(True, so, "\n".join(logs), time.monotonic() - t0, False, not rebuilt, rebuilt, note)

@@ -34,7 +34,9 @@ _TORCH_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"](torch|ATen|c10|pybind11|Py
 _TORCHY = re.compile(r"\b(torch|at|c10|py|pybind11)::|\bTensor\b|\b(TORCH|AT|C10|PYBIND11)_[A-Z_]+\b")
 _DEVICE_WORDS = re.compile(r"\b(__global__|__device__|__constant__|__shared__|__managed__)\b")
 _CUDA_TESTS = re.compile(r"\b(__CUDACC__|__CUDA_ARCH__|__NVCC__|__CUDACC_RTC__)\b")
-_TYPEISH = re.compile(r"^\s*(struct|class|union|enum|typedef|using|constexpr|static\s+constexpr|const\s|static\s+const\s)")
+_TYPEISH = re.compile(
+    r"^\s*(struct|class|union|enum|typedef|using|constexpr|static\s+constexpr|const\s|static\s+const\s)"
+)
 _LAUNCHER = "__ca_launch_"
 
 
@@ -74,7 +76,7 @@ def _blank(text: str) -> str:
             j = i + 1
             while j < n and text[j] != c:
                 j += 2 if text[j] == "\\" else 1
-            out[i + 1:j] = " " * (j - i - 1)
+            out[i + 1 : j] = " " * (j - i - 1)
             i = j + 1
         else:
             i += 1
@@ -117,7 +119,7 @@ def _chunks(text: str, scan: str) -> list[tuple[str, str]]:
                     start = i = end
                     continue
         elif c == ";" and depth == 0:
-            out.append((text[start:i + 1], scan[start:i + 1]))
+            out.append((text[start : i + 1], scan[start : i + 1]))
             start = i + 1
         i += 1
     if depth != 0:
@@ -156,17 +158,28 @@ def _kernel(scan_chunk: str, text_chunk: str) -> _Kernel:
         depth += {"(": 1, ")": -1}.get(scan_chunk[j], 0)
         if depth == 0:
             break
-    params_scan = scan_chunk[open_at + 1:j]
+    params_scan = scan_chunk[open_at + 1 : j]
     if re.search(r"[<>()=]|__grid_constant__|\.\.\.", params_scan):
         raise ValueError(f"kernel {m.group(1)}: parameters it cannot read")
-    params = text_chunk[open_at + 1:j]
+    params = text_chunk[open_at + 1 : j]
     if _blank(params) != params_scan:
         raise ValueError("comments in a kernel's parameters")
     names: list[str] = []
-    for p in (_top_commas(params_scan) if params_scan.strip() not in ("", "void") else []):
+    for p in _top_commas(params_scan) if params_scan.strip() not in ("", "void") else []:
         ids = re.findall(r"[A-Za-z_]\w*", re.sub(r"\[[^\]]*\]", "", p))
-        if len(ids) < 2 or ids[-1] in {"int", "float", "double", "char", "long", "short", "unsigned", "bool", "const",
-                                       "__restrict__", "size_t"}:
+        if len(ids) < 2 or ids[-1] in {
+            "int",
+            "float",
+            "double",
+            "char",
+            "long",
+            "short",
+            "unsigned",
+            "bool",
+            "const",
+            "__restrict__",
+            "size_t",
+        }:
             raise ValueError(f"kernel {m.group(1)}: an unnamed parameter")
         names.append(ids[-1])
     return _Kernel(m.group(1), " ".join(params.split()), tuple(names))
@@ -188,7 +201,7 @@ def _rewrite_launches(text: str, kernels: dict[str, _Kernel], used: set[str]) ->
         end_cfg = scan.find(">>>", m.end())
         if end_cfg < 0:
             raise ValueError("unterminated launch configuration")
-        cfg = _top_commas(text[m.end():end_cfg])
+        cfg = _top_commas(text[m.end() : end_cfg])
         if not 2 <= len(cfg) <= 4 or not all(cfg):
             raise ValueError(f"a launch configuration of {name} it cannot read")
         cfg += ["0", "0"][: 4 - len(cfg)]
@@ -197,8 +210,8 @@ def _rewrite_launches(text: str, kernels: dict[str, _Kernel], used: set[str]) ->
             k += 1
         if k >= len(scan) or scan[k] != "(":
             raise ValueError(f"a launch of {name} without arguments")
-        args_empty = scan[k + 1:].lstrip().startswith(")")
-        out.append(text[pos:m.start()])
+        args_empty = scan[k + 1 :].lstrip().startswith(")")
+        out.append(text[pos : m.start()])
         out.append(f"{_LAUNCHER}{name}(" + ", ".join(cfg) + ("" if args_empty else ", "))
         pos = k + 1
         used.add(name)
@@ -270,7 +283,9 @@ def _split(text: str) -> Split:
             first_host = len(host) if first_host is None else first_host
             host.append(_rewrite_launches(t, kernels, used))
             continue
-        if _TYPEISH.match(head) or re.match(r"(static|inline)\b|template\s*<[^{;]*>\s*(struct|class|union|using)\b", head):
+        if _TYPEISH.match(head) or re.match(
+            r"(static|inline)\b|template\s*<[^{;]*>\s*(struct|class|union|using)\b", head
+        ):
             device.append(t)
             host.append(t)
         else:
@@ -279,15 +294,26 @@ def _split(text: str) -> Split:
         raise ValueError("no kernel launched from the host code")
     for name in sorted(used):
         k = kernels[name]
-        sig = "dim3 __ca_grid, dim3 __ca_block, size_t __ca_smem, cudaStream_t __ca_stream" + (f", {k.params}" if k.names else "")
-        device.append(f"void {_LAUNCHER}{name}({sig}) {{ {name}<<<__ca_grid, __ca_block, __ca_smem, __ca_stream>>>"
-                      f"({', '.join(k.names)}); }}")
-    decls = [f"void {_LAUNCHER}{n}(dim3, dim3, size_t, cudaStream_t" + (f", {kernels[n].params}" if kernels[n].names else "")
-             + ");" for n in sorted(used)]
+        sig = "dim3 __ca_grid, dim3 __ca_block, size_t __ca_smem, cudaStream_t __ca_stream" + (
+            f", {k.params}" if k.names else ""
+        )
+        device.append(
+            f"void {_LAUNCHER}{name}({sig}) {{ {name}<<<__ca_grid, __ca_block, __ca_smem, __ca_stream>>>"
+            f"({', '.join(k.names)}); }}"
+        )
+    decls = [
+        f"void {_LAUNCHER}{n}(dim3, dim3, size_t, cudaStream_t"
+        + (f", {kernels[n].params}" if kernels[n].names else "")
+        + ");"
+        for n in sorted(used)
+    ]
     host = [*host[:first_host], *decls, *host[first_host:]]
     dev_src = "#include <cuda.h>\n#include <cuda_runtime.h>\n" + "\n".join(device) + "\n"
-    host_src = ("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
-                + "\n".join("#include <torch/types.h>" if _is_extension_include(h) else h for h in host) + "\n")
+    host_src = (
+        "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
+        + "\n".join("#include <torch/types.h>" if _is_extension_include(h) else h for h in host)
+        + "\n"
+    )
     return Split(dev_src, host_src, tuple(sorted(used)))
 
 

@@ -64,26 +64,52 @@ class Toolchain:
     def nvcc_cmd(self, src: Path, obj: Path, root: Path) -> list[str]:
         major, minor = self.arch.split(".")
         return [
-            self.nvcc, "-O3", "--use_fast_math", "-std=c++17", "-Xcompiler", "-fPIC",
+            self.nvcc,
+            "-O3",
+            "--use_fast_math",
+            "-std=c++17",
+            "-Xcompiler",
+            "-fPIC",
             f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}",
-            f"-I{root}", f"-I{root / 'kernels'}", *(f"-I{d}" for d in self.include_dirs),
-            *self.defines, "-c", str(src), "-o", str(obj),
+            f"-I{root}",
+            f"-I{root / 'kernels'}",
+            *(f"-I{d}" for d in self.include_dirs),
+            *self.defines,
+            "-c",
+            str(src),
+            "-o",
+            str(obj),
         ]
 
     def cxx_cmd(self, src: Path, obj: Path, root: Path) -> list[str]:
         return [
-            self.cxx, "-O3", "-std=c++17", "-fPIC", "-w",
-            f"-I{root}", f"-I{root / 'kernels'}", *(f"-I{d}" for d in self.include_dirs),
-            *self.defines, "-c", str(src), "-o", str(obj),
+            self.cxx,
+            "-O3",
+            "-std=c++17",
+            "-fPIC",
+            "-w",
+            f"-I{root}",
+            f"-I{root / 'kernels'}",
+            *(f"-I{d}" for d in self.include_dirs),
+            *self.defines,
+            "-c",
+            str(src),
+            "-o",
+            str(obj),
         ]
 
     def link_cmd(self, objs: list[Path], out: Path, extra_libs: list[str]) -> list[str]:
         libs = [f"-l{n}" for n in self.torch_libs]
         libs += [flag for n in ("cudart", "cublas", "cublasLt", *extra_libs) if (flag := self.lib_flag(n))]
         return [
-            self.cxx, "-shared", *(str(o) for o in objs),
-            *(f"-L{d}" for d in self.lib_dirs), *(f"-Wl,-rpath,{d}" for d in self.lib_dirs),
-            *libs, "-o", str(out),
+            self.cxx,
+            "-shared",
+            *(str(o) for o in objs),
+            *(f"-L{d}" for d in self.lib_dirs),
+            *(f"-Wl,-rpath,{d}" for d in self.lib_dirs),
+            *libs,
+            "-o",
+            str(out),
         ]
 
     def lib_flag(self, name: str) -> str | None:
@@ -154,9 +180,14 @@ def toolchain(arch: str) -> Toolchain:
     import torch.utils.cpp_extension as ext
 
     nvcc = shutil.which("nvcc") or ""
-    cuda_home = os.environ.get("CUDA_HOME") or ext.CUDA_HOME or (
-        "/usr/local/cuda" if os.path.isdir("/usr/local/cuda/include") or not nvcc
-        else str(Path(nvcc).resolve().parents[1])
+    cuda_home = (
+        os.environ.get("CUDA_HOME")
+        or ext.CUDA_HOME
+        or (
+            "/usr/local/cuda"
+            if os.path.isdir("/usr/local/cuda/include") or not nvcc
+            else str(Path(nvcc).resolve().parents[1])
+        )
     )
     nvcc = nvcc or os.path.join(cuda_home, "bin", "nvcc")
     cxx = os.environ.get("CXX") or shutil.which("c++") or "g++"
@@ -165,13 +196,18 @@ def toolchain(arch: str) -> Toolchain:
     torch_incs = ext.include_paths()
     wheel_incs, wheel_libs = _nvidia_wheel_dirs()
     py_inc = sysconfig.get_paths()["include"]
-    incs = tuple(dict.fromkeys([*torch_incs, py_inc, os.path.join(cuda_home, "include"), *wheel_incs, *_cpu_torch_shim(torch_incs)]))
+    incs = tuple(
+        dict.fromkeys(
+            [*torch_incs, py_inc, os.path.join(cuda_home, "include"), *wheel_incs, *_cpu_torch_shim(torch_incs)]
+        )
+    )
     torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
     names = ["c10", "torch", "torch_cpu", "torch_python"]
     names += [n for n in ("c10_cuda", "torch_cuda") if os.path.exists(os.path.join(torch_lib, f"lib{n}.so"))]
     lib_dirs = [torch_lib, os.path.join(cuda_home, "lib64"), *wheel_libs]
     defines = [
-        f"-DTORCH_EXTENSION_NAME={MODULE_NAME}", "-DTORCH_API_INCLUDE_EXTENSION_H",
+        f"-DTORCH_EXTENSION_NAME={MODULE_NAME}",
+        "-DTORCH_API_INCLUDE_EXTENSION_H",
         f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
     ]
     abi = getattr(ext, "_get_pybind11_abi_build_flags", None)
@@ -181,9 +217,15 @@ def toolchain(arch: str) -> Toolchain:
             defines += list(abi())
     versions = f"torch {torch.__version__}; nvcc {_version([nvcc, '--version'])}; cxx {_version([cxx, '--version'])}"
     return Toolchain(
-        nvcc=nvcc, cxx=cxx, cuda_home=cuda_home, include_dirs=incs,
+        nvcc=nvcc,
+        cxx=cxx,
+        cuda_home=cuda_home,
+        include_dirs=incs,
         lib_dirs=tuple(d for d in dict.fromkeys(lib_dirs) if os.path.isdir(d)),
-        torch_libs=tuple(names), defines=tuple(defines), arch=arch, versions=versions,
+        torch_libs=tuple(names),
+        defines=tuple(defines),
+        arch=arch,
+        versions=versions,
     )
 
 

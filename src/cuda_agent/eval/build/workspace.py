@@ -53,15 +53,34 @@ class BuildResult:
     findings: list[Finding] = field(default_factory=list)
 
 
-def rejected_build(findings: list[Finding], logs: list[str], seconds: float, rebuilt: list[str], note: str = "") -> BuildResult:
+def rejected_build(
+    findings: list[Finding], logs: list[str], seconds: float, rebuilt: list[str], note: str = ""
+) -> BuildResult:
     """The objects compiled but the symbol check rejects them: not linked, not loaded."""
     why = "\n".join(f"{f.rule}: {f.message}" for f in findings)
-    return BuildResult(False, None, tail("\n".join([*logs, f"== symbol check: rejected\n{why}"])), seconds, False, False,
-                       rebuilt, note, findings)
+    return BuildResult(
+        False,
+        None,
+        tail("\n".join([*logs, f"== symbol check: rejected\n{why}"])),
+        seconds,
+        False,
+        False,
+        rebuilt,
+        note,
+        findings,
+    )
 
 
-def build(root: Path, cache_dir: Path, *, arch: str, timeout: float, jobs: int = 0, use_cache: bool = True,
-          check_symbols: bool = True) -> BuildResult:
+def build(
+    root: Path,
+    cache_dir: Path,
+    *,
+    arch: str,
+    timeout: float,
+    jobs: int = 0,
+    use_cache: bool = True,
+    check_symbols: bool = True,
+) -> BuildResult:
     t0 = time.monotonic()
     root = root.resolve()
     tc = toolchain(arch)
@@ -108,7 +127,9 @@ def build(root: Path, cache_dir: Path, *, arch: str, timeout: float, jobs: int =
     # every candidate object's symbols, the pristine binding.cpp's excepted (cached objects too: milliseconds)
     objects = [(str(s.relative_to(root)), str(s.relative_to(root)), o) for s, o in units if s != root / "binding.cpp"]
     # check_symbols off only for the red team's runtime lane (EvalConfig.static_gate): the run-time defences alone
-    bad = symbols.check(objects, "workspace", cache_dir=cache_dir, arch=arch, deadline=deadline) if check_symbols else []
+    bad = (
+        symbols.check(objects, "workspace", cache_dir=cache_dir, arch=arch, deadline=deadline) if check_symbols else []
+    )
     if bad:
         return rejected_build(bad, logs, time.monotonic() - t0, rebuilt)
     sources_text = "".join(p.read_text(errors="replace") for p, _ in units)
@@ -120,7 +141,9 @@ def build(root: Path, cache_dir: Path, *, arch: str, timeout: float, jobs: int =
         return BuildResult(True, so, "\n".join(logs), time.monotonic() - t0, False, not todo, rebuilt)
     so_dir.mkdir(parents=True, exist_ok=True)
     tmp_so = so_dir / f"{MODULE_NAME}.{os.getpid()}.{threading.get_ident()}.tmp.so"
-    r = _run_compiler(tc.link_cmd([o for _, o in units], tmp_so, extra), timeout=max(deadline - time.monotonic(), 5), cwd=root)
+    r = _run_compiler(
+        tc.link_cmd([o for _, o in units], tmp_so, extra), timeout=max(deadline - time.monotonic(), 5), cwd=root
+    )
     if r.returncode != 0:
         tmp_so.unlink(missing_ok=True)
         logs.append(f"== link {'timed out' if r.timed_out else 'failed'}\n{r.output}")

@@ -84,8 +84,11 @@ def child_dirs(tmp: Path, name: str, env: dict[str, str], private_caches: bool) 
         d.mkdir()
     out = {**env, "TMPDIR": str(rw[1])}
     if private_caches:
-        for var, sub in (("TORCH_EXTENSIONS_DIR", "torch_extensions"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
-                         ("TRITON_CACHE_DIR", "triton")):
+        for var, sub in (
+            ("TORCH_EXTENSIONS_DIR", "torch_extensions"),
+            ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+            ("TRITON_CACHE_DIR", "triton"),
+        ):
             out[var] = str(rw[1] / sub)
     return rw, out
 
@@ -105,9 +108,16 @@ def scratch_dir() -> tempfile.TemporaryDirectory[str]:
 
 def spec(cfg: Any, precision: str) -> tuple[Any, ...]:
     """Everything a pair's processes were started with: a spare serves only an equal spec."""
-    return (cfg.device, precision, cfg.sandbox, cfg.sandbox_max_file_bytes, cfg.sandbox_max_procs,
-            bool(cfg.runtime_guards), str(shared_lock_dir()),  # the folder its sandbox hides
-            tuple(sorted((k, v) for k, v in child_env(precision).items() if k not in _PER_CHILD)))
+    return (
+        cfg.device,
+        precision,
+        cfg.sandbox,
+        cfg.sandbox_max_file_bytes,
+        cfg.sandbox_max_procs,
+        bool(cfg.runtime_guards),
+        str(shared_lock_dir()),  # the folder its sandbox hides
+        tuple(sorted((k, v) for k, v in child_env(precision).items() if k not in _PER_CHILD)),
+    )
 
 
 _PER_CHILD = {"PYTHONHASHSEED"}  # drawn afresh for every child by scrubbed_env: not part of a spec
@@ -179,8 +189,9 @@ def spawn(cfg: Any, precision: str, gpu_key: str | None = None) -> Pair:
     gated = gpu_key is not None and cfg.device == "cuda"
     pair = _spawn(cfg, precision, gated)
     if gated:
-        pair._warming = threading.Thread(target=_go, args=(pair, gpu_key, cfg.gpu_lock_wait_s), daemon=True,
-                                         name="spare-cuda-start")
+        pair._warming = threading.Thread(
+            target=_go, args=(pair, gpu_key, cfg.gpu_lock_wait_s), daemon=True, name="spare-cuda-start"
+        )
         pair._warming.start()
     return pair
 
@@ -198,11 +209,16 @@ def _spawn(cfg: Any, precision: str, gated: bool) -> Pair:
             rw, role_env = child_dirs(tmp, role, env, private_caches=role == "candidate")
             io[role] = rw[0]
             # cwd: the pair's own scratch; `setup` moves into the staged candidate dir
-            kids[role] = Child(role, cwd=tmp, env=role_env, log_path=logs / f"{role}.log",
-                               warm_cuda=cfg.device == "cuda" and not gated,
-                               wrap=partial(box.wrap, writable=rw) if box is not None and role == "candidate" else None,
-                               child_args=(("--warm-oplog",) if cfg.runtime_guards and role == "candidate" else ())
-                               + (("--warm-cuda-on-go",) if gated else ()))
+            kids[role] = Child(
+                role,
+                cwd=tmp,
+                env=role_env,
+                log_path=logs / f"{role}.log",
+                warm_cuda=cfg.device == "cuda" and not gated,
+                wrap=partial(box.wrap, writable=rw) if box is not None and role == "candidate" else None,
+                child_args=(("--warm-oplog",) if cfg.runtime_guards and role == "candidate" else ())
+                + (("--warm-cuda-on-go",) if gated else ()),
+            )
             stack.callback(kids[role].close)
         return Pair(spec(cfg, precision), kids["reference"], kids["candidate"], io["candidate"], word, stack)
     except BaseException:

@@ -73,8 +73,12 @@ def recv(child: Child, res: EvalResult, timeout: float, phase: str, cmd: str, ki
         raise finish(res, status, f"{phase}: {who(child)}: {reply.message}", reply.log)
     if isinstance(reply, P.ErrorReply):
         child.kill()  # never reuse a child after an error: its CUDA context may be poisoned
-        raise finish(res, Status.RUNTIME_ERROR, f"{phase}: {who(child)} raised {reply.error}"[:600],
-                     reply.traceback + "\n" + child.log_tail())
+        raise finish(
+            res,
+            Status.RUNTIME_ERROR,
+            f"{phase}: {who(child)} raised {reply.error}"[:600],
+            reply.traceback + "\n" + child.log_tail(),
+        )
     if not isinstance(reply, kind):
         child.kill()
         raise finish(res, Status.RUNTIME_ERROR, f"{phase}: {who(child)} answered '{cmd}' with {type(reply).__name__}")
@@ -86,8 +90,9 @@ def ask(child: Child, res: EvalResult, req: P.Request, timeout: float, phase: st
     return recv(child, res, timeout, phase, req.cmd, kind)
 
 
-def compare_send(ref: Child, res: EvalResult, task: Task, label: str, ref_label: str, path: str,
-                 rec: P.OutputRecord, max_bytes: int) -> None:
+def compare_send(
+    ref: Child, res: EvalResult, task: Task, label: str, ref_label: str, path: str, rec: P.OutputRecord, max_bytes: int
+) -> None:
     """Ask the reference to check the candidate's output file at `path` (the parent's own path)."""
     req = P.Compare(ref_label, label, path, [m.to_dict() for m in rec.meta], task.atol, task.rtol, max_bytes)
     send(ref, res, req, "compare")
@@ -104,8 +109,12 @@ def guard(res: EvalResult, report: P.GuardReport | None, enabled: bool, where: s
     if not enabled:
         return
     if report is None:  # the harness in the candidate's process was told to report: silence is a forged reply
-        raise finish(res, Status.REJECTED, f"rejected by rule runtime-guard-missing: {where}: the candidate process "
-                     "sent no guard report (its harness was changed)")
+        raise finish(
+            res,
+            Status.REJECTED,
+            f"rejected by rule runtime-guard-missing: {where}: the candidate process "
+            "sent no guard report (its harness was changed)",
+        )
     found = runtime_findings(dataclasses.asdict(report) if report is not None else None, where)
     res.findings += found
     if found:

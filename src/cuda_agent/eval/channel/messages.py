@@ -185,7 +185,9 @@ class Bandwidth:
 
 
 Request = Setup | Run | Time | BurstPrepare | Burst | Warm | Digests | Compare | Controls | Bandwidth
-_REQUESTS: dict[str, type] = {c.cmd: c for c in (Setup, Run, Time, BurstPrepare, Burst, Warm, Digests, Compare, Controls, Bandwidth)}  # type: ignore[attr-defined]
+_REQUESTS: dict[str, type] = {
+    c.cmd: c for c in (Setup, Run, Time, BurstPrepare, Burst, Warm, Digests, Compare, Controls, Bandwidth)
+}  # type: ignore[attr-defined]
 
 
 def to_wire(req: Request) -> dict[str, Any]:
@@ -206,10 +208,38 @@ def request_from_wire(obj: dict[str, Any]) -> Request:
 
 MAX_LIST = 100_000
 MAX_TEXT = 20_000
-DTYPES = {"float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64", "bool",
-          "complex64", "complex128", "float8_e4m3fn", "float8_e5m2"}
-_ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1, "int16": 2,
-             "int32": 4, "int64": 8, "bool": 1, "complex64": 8, "complex128": 16, "float8_e4m3fn": 1, "float8_e5m2": 1}
+DTYPES = {
+    "float32",
+    "float64",
+    "float16",
+    "bfloat16",
+    "int8",
+    "uint8",
+    "int16",
+    "int32",
+    "int64",
+    "bool",
+    "complex64",
+    "complex128",
+    "float8_e4m3fn",
+    "float8_e5m2",
+}
+_ITEMSIZE = {
+    "float32": 4,
+    "float64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "bool": 1,
+    "complex64": 8,
+    "complex128": 16,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+}
 
 
 def _keys(obj: Any, where: str, required: set[str], optional: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
@@ -285,8 +315,17 @@ def _meta(obj: Any, where: str) -> TensorMeta:
     nbytes = _int(o["nbytes"], where + ".nbytes")
     if nbytes != math.prod(shape) * _ITEMSIZE[dtype]:
         raise ProtocolError(f"{where}: nbytes {nbytes} does not match shape {list(shape)} of {dtype}")
-    return TensorMeta(True, None, _bool(o["plain"], where + ".plain"), dtype, shape, _str(o["device"], where + ".device", 40),
-                      _bool(o["contiguous"], where + ".contiguous"), nbytes, _bool(o["aliases_input"], where + ".aliases_input"))
+    return TensorMeta(
+        True,
+        None,
+        _bool(o["plain"], where + ".plain"),
+        dtype,
+        shape,
+        _str(o["device"], where + ".device", 40),
+        _bool(o["contiguous"], where + ".contiguous"),
+        nbytes,
+        _bool(o["aliases_input"], where + ".aliases_input"),
+    )
 
 
 @dataclass(frozen=True)
@@ -303,7 +342,9 @@ def _output(obj: Any, where: str, timed: bool) -> OutputRecord:
     meta = [_meta(m, f"{where}.meta[{i}]") for i, m in enumerate(_list(o["meta"], where + ".meta", 64))]
     if timed:
         return OutputRecord(meta, call=_int(o["call"], where + ".call", 0, 1 << 30))
-    return OutputRecord(meta, _bool(o["inputs_mutated"], where + ".inputs_mutated"), _int(o["in_nbytes"], where + ".in_nbytes"))
+    return OutputRecord(
+        meta, _bool(o["inputs_mutated"], where + ".inputs_mutated"), _int(o["in_nbytes"], where + ".in_nbytes")
+    )
 
 
 @dataclass(frozen=True)
@@ -317,8 +358,10 @@ def _guard(obj: Any, where: str) -> GuardReport:
     ops = o["ops"]
     if not isinstance(ops, dict) or len(ops) > 10_000:
         raise ProtocolError(f"{where}.ops: expected an object")
-    return GuardReport({_str(k, where + ".ops", 300): _int(v, where + ".ops") for k, v in ops.items()},
-                       [_str(t, where + ".new_threads", 300) for t in _list(o["new_threads"], where + ".new_threads", 1000)])
+    return GuardReport(
+        {_str(k, where + ".ops", 300): _int(v, where + ".ops") for k, v in ops.items()},
+        [_str(t, where + ".new_threads", 300) for t in _list(o["new_threads"], where + ".new_threads", 1000)],
+    )
 
 
 def _split(obj: Any, where: str) -> dict[str, float]:
@@ -327,13 +370,27 @@ def _split(obj: Any, where: str) -> dict[str, float]:
     return {_str(k, where, 40): _num(v, f"{where}.{k}", 0.0, 1e6) for k, v in obj.items()}  # type: ignore[misc]
 
 
-_STAT_KEYS = {"median_ms", "mean_ms", "min_ms", "cv", "spread", "n", "rounds", "host_over_event", "probe_ms", "enqueue_ms", "hold_ms"}
+_STAT_KEYS = {
+    "median_ms",
+    "mean_ms",
+    "min_ms",
+    "cv",
+    "spread",
+    "n",
+    "rounds",
+    "host_over_event",
+    "probe_ms",
+    "enqueue_ms",
+    "hold_ms",
+}
 
 
 def _stats(obj: Any, where: str) -> dict[str, Any]:
     o = _keys(obj, where, _STAT_KEYS)
-    out: dict[str, Any] = {k: _num(o[k], f"{where}.{k}", 0.0, 1e9, none=k in ("host_over_event", "probe_ms", "enqueue_ms", "hold_ms"))
-                           for k in _STAT_KEYS - {"n", "rounds"}}
+    out: dict[str, Any] = {
+        k: _num(o[k], f"{where}.{k}", 0.0, 1e9, none=k in ("host_over_event", "probe_ms", "enqueue_ms", "hold_ms"))
+        for k in _STAT_KEYS - {"n", "rounds"}
+    }
     out["n"] = _int(o["n"], where + ".n", 1, 10_000_000)
     out["rounds"] = _int(o["rounds"], where + ".rounds", 1, 1000)
     if not out["min_ms"] <= out["median_ms"] * (1 + 1e-9) or out["mean_ms"] < out["min_ms"] * (1 - 1e-9):
@@ -406,7 +463,19 @@ class ErrorReply:
     cuda_error: bool = False
 
 
-Reply = SetupReply | RunReply | TimeReply | PrepareReply | BurstReply | WarmReply | DigestsReply | CompareReply | ControlsReply | BandwidthReply | ErrorReply
+Reply = (
+    SetupReply
+    | RunReply
+    | TimeReply
+    | PrepareReply
+    | BurstReply
+    | WarmReply
+    | DigestsReply
+    | CompareReply
+    | ControlsReply
+    | BandwidthReply
+    | ErrorReply
+)
 
 
 def _digest_rows(v: Any, where: str) -> list[list[float | None]]:
@@ -431,37 +500,57 @@ def parse_reply(cmd: str, obj: Any) -> Reply:
     body = {k: v for k, v in obj.items() if k != "ok"}
     if not obj["ok"]:
         o = _keys(body, where, {"error"}, {"traceback", "cuda_error"})
-        return ErrorReply(_str(o["error"], where + ".error"), _str(o.get("traceback", ""), where + ".traceback"),
-                          _bool(o.get("cuda_error", False), where + ".cuda_error"))
+        return ErrorReply(
+            _str(o["error"], where + ".error"),
+            _str(o.get("traceback", ""), where + ".traceback"),
+            _bool(o.get("cuda_error", False), where + ".cuda_error"),
+        )
     if cmd == "setup":
         o = _keys(body, where, {"notes"})
         return SetupReply([_str(n, where + ".notes", 2000) for n in _list(o["notes"], where + ".notes", 50)])
     if cmd == "run":
         o = _keys(body, where, {"outputs", "t"}, {"guard"})
-        outs = [_output(r, f"{where}.outputs[{i}]", False) for i, r in enumerate(_list(o["outputs"], where + ".outputs", 1000))]
-        return RunReply(outs, _guard(o["guard"], where + ".guard") if "guard" in o else None, _split(o["t"], where + ".t"))
+        outs = [
+            _output(r, f"{where}.outputs[{i}]", False)
+            for i, r in enumerate(_list(o["outputs"], where + ".outputs", 1000))
+        ]
+        return RunReply(
+            outs, _guard(o["guard"], where + ".guard") if "guard" in o else None, _split(o["t"], where + ".t")
+        )
     if cmd == "time":
         o = _keys(body, where, {"stats", "outputs"}, {"guard", "t"})
-        outs = [_output(r, f"{where}.outputs[{i}]", True) for i, r in enumerate(_list(o["outputs"], where + ".outputs", 1000))]
-        return TimeReply(_stats(o["stats"], where + ".stats"), outs, _guard(o["guard"], where + ".guard") if "guard" in o else None,
-                         _split(o.get("t", {}), where + ".t"))
+        outs = [
+            _output(r, f"{where}.outputs[{i}]", True)
+            for i, r in enumerate(_list(o["outputs"], where + ".outputs", 1000))
+        ]
+        return TimeReply(
+            _stats(o["stats"], where + ".stats"),
+            outs,
+            _guard(o["guard"], where + ".guard") if "guard" in o else None,
+            _split(o.get("t", {}), where + ".t"),
+        )
     if cmd == "burst":
         o = _keys(body, where, {"digests"})
         return BurstReply(_digest_rows(o["digests"], where + ".digests"))
     if cmd == "prepare":
         o = _keys(body, where, {"graph", "why"})
-        return PrepareReply(_bool(o["graph"], where + ".graph"),
-                            None if o["why"] is None else _str(o["why"], where + ".why", 400))
+        return PrepareReply(
+            _bool(o["graph"], where + ".graph"), None if o["why"] is None else _str(o["why"], where + ".why", 400)
+        )
     if cmd == "warm":
         _keys(body, where, set())
         return WarmReply()
     if cmd == "digests":
         o = _keys(body, where, {"digests", "scales"})
-        return DigestsReply(_digest_rows(o["digests"], where + ".digests"), _digest_rows(o["scales"], where + ".scales"))
+        return DigestsReply(
+            _digest_rows(o["digests"], where + ".digests"), _digest_rows(o["scales"], where + ".scales")
+        )
     if cmd == "compare":
         o = _keys(body, where, {"check"}, {"t"})
-        return CompareReply(_keys(o["check"], where + ".check", {"label", "passed"}, _CHECK_FIELDS - {"label", "passed"}),
-                            _split(o.get("t", {}), where + ".t"))
+        return CompareReply(
+            _keys(o["check"], where + ".check", {"label", "passed"}, _CHECK_FIELDS - {"label", "passed"}),
+            _split(o.get("t", {}), where + ".t"),
+        )
     if cmd == "controls":
         o = _keys(body, where, {"controls"})
         ctl = o["controls"]

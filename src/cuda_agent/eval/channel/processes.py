@@ -49,6 +49,7 @@ from cuda_agent.sandbox.env import kill_group
 LOG_TAIL_CHARS = 6000
 MAX_REPLY_BYTES = 1 << 20
 
+
 def tail(text: str, n: int = LOG_TAIL_CHARS) -> str:
     return text if len(text) <= n else "[...]\n" + text[-n:]
 
@@ -64,11 +65,18 @@ class CommandResult:
         return self.returncode is None
 
 
-def run_command(cmd: list[str], *, timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None) -> CommandResult:
+def run_command(
+    cmd: list[str], *, timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> CommandResult:
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, start_new_session=True,
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         out, _ = proc.communicate(timeout=max(timeout, 0.1))
@@ -82,7 +90,11 @@ def run_command(cmd: list[str], *, timeout: float, cwd: Path | None = None, env:
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     # The child imports cuda_agent from wherever this parent found it.
     pkg_root = str(Path(__file__).resolve().parents[3])
-    own = {"PYTHONPATH": pkg_root, "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": str(int.from_bytes(os.urandom(4), "little"))}
+    own = {
+        "PYTHONPATH": pkg_root,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONHASHSEED": str(int.from_bytes(os.urandom(4), "little")),
+    }
     return sandbox_env.scrubbed_env(extra={**own, **(extra or {})})
 
 
@@ -103,20 +115,45 @@ def failure(reply: P.Reply | ChildFailure) -> str | None:
 class Child:
     """A spawned `python -m cuda_agent.eval.child.main` with a JSON-lines channel."""
 
-    def __init__(self, role: str, *, cwd: Path, env: dict[str, str], log_path: Path, warm_cuda: bool = False,
-                 wrap: Callable[[list[str]], list[str]] | None = None, child_args: tuple[str, ...] = (),
-                 module: str = "cuda_agent.eval.child.main"):
+    def __init__(
+        self,
+        role: str,
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        log_path: Path,
+        warm_cuda: bool = False,
+        wrap: Callable[[list[str]], list[str]] | None = None,
+        child_args: tuple[str, ...] = (),
+        module: str = "cuda_agent.eval.child.main",
+    ):
         self.role = role
         self.log_path = log_path
         c2p_r, c2p_w = os.pipe()  # child -> parent replies
         p2c_r, p2c_w = os.pipe()  # parent -> child commands
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
-        argv = [sys.executable, "-m", module, "--role", role,
-                "--fd-in", str(p2c_r), "--fd-out", str(c2p_w), *(["--warm-cuda"] if warm_cuda else []), *child_args]
+        argv = [
+            sys.executable,
+            "-m",
+            module,
+            "--role",
+            role,
+            "--fd-in",
+            str(p2c_r),
+            "--fd-out",
+            str(c2p_w),
+            *(["--warm-cuda"] if warm_cuda else []),
+            *child_args,
+        ]
         self.proc = subprocess.Popen(
             wrap(argv) if wrap is not None else argv,
-            cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-            pass_fds=(p2c_r, c2p_w), start_new_session=True,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(p2c_r, c2p_w),
+            start_new_session=True,
         )
         os.close(p2c_r)
         os.close(c2p_w)
@@ -125,7 +162,9 @@ class Child:
         self.dead = False
         # the evaluation's `timing.gpu_lock.Share`: entered per request sent, left per reply or failure
         self.share: Any = None
-        self._inflight: collections.deque[Any] = collections.deque()  # per request sent, oldest first: its share or None
+        self._inflight: collections.deque[Any] = (
+            collections.deque()
+        )  # per request sent, oldest first: its share or None
 
     def log_tail(self) -> str:
         try:

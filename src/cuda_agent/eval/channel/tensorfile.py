@@ -37,9 +37,18 @@ import torch
 _DTYPES = {
     str(d).removeprefix("torch."): d
     for d in (
-        torch.float64, torch.float32, torch.float16, torch.bfloat16,
-        torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
-        torch.complex64, torch.complex128,
+        torch.float64,
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+        torch.complex64,
+        torch.complex128,
     )
 }
 
@@ -85,7 +94,7 @@ def _read_into(f, buf: torch.Tensor) -> None:
     parts = min(READERS, nbytes // (PARALLEL_MIN // 2))
     step = -(-nbytes // parts)
     fd = f.fileno()
-    jobs = [_readers().submit(_pread_exact, fd, view[a:a + step], start + a) for a in range(0, nbytes, step)]
+    jobs = [_readers().submit(_pread_exact, fd, view[a : a + step], start + a) for a in range(0, nbytes, step)]
     for j in jobs:
         j.result()  # re-raises a reader's error
     f.seek(start + nbytes)
@@ -144,8 +153,9 @@ def save_tensors(path: str | Path, tensors: list[torch.Tensor], staging: Staging
     os.replace(tmp, path)
 
 
-def load_tensors(path: str | Path, max_bytes: int, staging: Staging | None = None,
-                 device: torch.device | str | None = None) -> list[torch.Tensor]:
+def load_tensors(
+    path: str | Path, max_bytes: int, staging: Staging | None = None, device: torch.device | str | None = None
+) -> list[torch.Tensor]:
     """The tensors of `path`, on `device` (default: the CPU). With `staging` the bytes
     pass through the reused buffer and every returned tensor is a copy of its own."""
     size = os.path.getsize(path)

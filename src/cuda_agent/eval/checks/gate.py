@@ -20,19 +20,33 @@ from cuda_agent.task.workspace import Staged, template_text
 _INFO_NOTES = {"no-pristine-task", "imported-layout"}
 
 
-def static_findings(sources: dict[str, str], precision: str, *, single_file: bool = False,
-                    name: str = "model_new.py", precision_source: str = "", task_dtypes: tuple[str, ...] = ()) -> list[Finding]:
+def static_findings(
+    sources: dict[str, str],
+    precision: str,
+    *,
+    single_file: bool = False,
+    name: str = "model_new.py",
+    precision_source: str = "",
+    task_dtypes: tuple[str, ...] = (),
+) -> list[Finding]:
     """`name`: how a single-file solution is named in findings (its file name for `check`);
     `precision_source`: where the task's precision came from (`Task.precision_source`), for the findings;
     `task_dtypes`: the floating dtypes of the task's tensors (`Task.dtypes`), never below the task."""
-    form = form_findings(sources, single_file=single_file, name=name,
-                         template=None if single_file else template_text("model_new.py"))
+    form = form_findings(
+        sources, single_file=single_file, name=name, template=None if single_file else template_text("model_new.py")
+    )
     if single_file:
-        rules = static_checks.check_single_file(sources["model_new.py"], precision=precision, name=name,
-                                                precision_source=precision_source, task_dtypes=task_dtypes)
+        rules = static_checks.check_single_file(
+            sources["model_new.py"],
+            precision=precision,
+            name=name,
+            precision_source=precision_source,
+            task_dtypes=task_dtypes,
+        )
     else:
-        rules = static_checks.check_sources(sources, precision=precision, precision_source=precision_source,
-                                            task_dtypes=task_dtypes)
+        rules = static_checks.check_sources(
+            sources, precision=precision, precision_source=precision_source, task_dtypes=task_dtypes
+        )
     if any(f.file == name for f in form):
         # the file cannot hold a solution: the static rules' syntax warning would say it again, as a warning
         rules = [f for f in rules if not (f.rule == "syntax-error" and f.file == name)]
@@ -45,5 +59,6 @@ def workspace_findings(staged: Staged) -> list[Finding]:
         for rule, file, msg in staged.findings
     ]
     task = staged.task
-    return findings + static_findings(staged.sources, task.precision, precision_source=task.precision_source,
-                                      task_dtypes=task.dtypes)
+    return findings + static_findings(
+        staged.sources, task.precision, precision_source=task.precision_source, task_dtypes=task.dtypes
+    )

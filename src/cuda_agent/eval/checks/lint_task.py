@@ -60,8 +60,9 @@ class LintReport:
 
 
 def lint_task(task: Task, *, device: str = "cuda", n_seeds: int = 5, timeout: float = 300.0) -> LintReport:
-    report = LintReport(task=task.name, precision=task.precision, precision_source=task.precision_source,
-                        atol=task.atol, rtol=task.rtol)
+    report = LintReport(
+        task=task.name, precision=task.precision, precision_source=task.precision_source, atol=task.atol, rtol=task.rtol
+    )
     with tempfile.TemporaryDirectory(prefix="cuda-agent-lint-") as tmp:
         root = Path(tmp)
         (root / "model.py").write_text(task.source)

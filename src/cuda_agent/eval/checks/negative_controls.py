@@ -71,8 +71,16 @@ def _constant_like(ref: list[torch.Tensor], calib: list[torch.Tensor]) -> list[t
     return out
 
 
-def run_controls(make_inputs: Callable[[int], list[Any]], model: Any, seeds: list[int], fixed_seed: int, *,
-                 atol: float, rtol: float, device: str) -> dict[str, dict[str, Any]]:
+def run_controls(
+    make_inputs: Callable[[int], list[Any]],
+    model: Any,
+    seeds: list[int],
+    fixed_seed: int,
+    *,
+    atol: float,
+    rtol: float,
+    device: str,
+) -> dict[str, dict[str, Any]]:
     fixed = _outputs(model, make_inputs(fixed_seed))
     refs, firsts = [], []
     for s in seeds:
@@ -85,8 +93,16 @@ def run_controls(make_inputs: Callable[[int], list[Any]], model: Any, seeds: lis
     return report
 
 
-def _run_control(name: str, refs: list[list[torch.Tensor]], firsts: list[Any], fixed: list[torch.Tensor], *,
-                 atol: float, rtol: float, device: str) -> dict[str, Any]:
+def _run_control(
+    name: str,
+    refs: list[list[torch.Tensor]],
+    firsts: list[Any],
+    fixed: list[torch.Tensor],
+    *,
+    atol: float,
+    rtol: float,
+    device: str,
+) -> dict[str, Any]:
     """Every seed is compared (no early exit), so the margin is the worst over the seeds."""
     recs = []
     for i, ref in enumerate(refs):
@@ -98,9 +114,16 @@ def _run_control(name: str, refs: list[list[torch.Tensor]], firsts: list[Any], f
         elif name == "pass_through":
             x = firsts[i]
             if len(ref) != 1 or x is None or x.shape != ref[0].shape or x.dtype != ref[0].dtype:
-                return {"applicable": False, "passes": False, "passes_elementwise": False, "near_miss": False,
-                        "margin": None, "seeds_passed": 0, "seeds": len(refs),
-                        "message": "not applicable: no single output with the first input's shape and dtype"}
+                return {
+                    "applicable": False,
+                    "passes": False,
+                    "passes_elementwise": False,
+                    "near_miss": False,
+                    "margin": None,
+                    "seeds_passed": 0,
+                    "seeds": len(refs),
+                    "message": "not applicable: no single output with the first input's shape and dtype",
+                }
             cand = [x.clone()]
         elif name == "other_seed":
             cand = other
@@ -118,16 +141,27 @@ def _run_control(name: str, refs: list[list[torch.Tensor]], firsts: list[Any], f
     if passes:
         message = f"passes every check (max abs error {worst.max_abs_err:.3g}, {rel})"
     elif elementwise:
-        message = (f"passes the elementwise rule (worst element at {margin:.2g}x its tolerance); only the relative-L2 "
-                   f"check rejects it ({rel})")
+        message = (
+            f"passes the elementwise rule (worst element at {margin:.2g}x its tolerance); only the relative-L2 "
+            f"check rejects it ({rel})"
+        )
     elif near:
-        message = (f"near miss: misses the elementwise bound by only {margin:.3g}x on its worst element "
-                   f"({_failed_detail(recs, ratio=False)}); {rel}")
+        message = (
+            f"near miss: misses the elementwise bound by only {margin:.3g}x on its worst element "
+            f"({_failed_detail(recs, ratio=False)}); {rel}"
+        )
     else:
         message = _failed_detail(recs)
-    return {"applicable": True, "passes": passes, "passes_elementwise": elementwise, "near_miss": near,
-            "margin": None if margin is None or margin == float("inf") else margin,
-            "seeds_passed": sum(r.passed for r in recs), "seeds": len(recs), "message": message}
+    return {
+        "applicable": True,
+        "passes": passes,
+        "passes_elementwise": elementwise,
+        "near_miss": near,
+        "margin": None if margin is None or margin == float("inf") else margin,
+        "seeds_passed": sum(r.passed for r in recs),
+        "seeds": len(recs),
+        "message": message,
+    }
 
 
 def _failed_detail(recs: list[Any], *, ratio: bool = True) -> str:

@@ -17,16 +17,46 @@ from typing import Any
 
 from cuda_agent.eval.judge.result import Finding, Severity
 
-ALLOCATION = frozenset({
-    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::zeros", "aten::zeros_like",
-    "aten::new_empty", "aten::new_empty_strided", "aten::new_zeros", "aten::zero_",
-})
-VIEWS = frozenset({
-    "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::as_strided", "aten::expand", "aten::t",
-    "aten::transpose", "aten::permute", "aten::squeeze", "aten::unsqueeze", "aten::slice", "aten::select",
-    "aten::narrow", "aten::unflatten", "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::unbind",
-    "aten::alias", "aten::detach", "aten::view_as", "aten::flatten", "aten::expand_as",
-})
+ALLOCATION = frozenset(
+    {
+        "aten::empty",
+        "aten::empty_like",
+        "aten::empty_strided",
+        "aten::zeros",
+        "aten::zeros_like",
+        "aten::new_empty",
+        "aten::new_empty_strided",
+        "aten::new_zeros",
+        "aten::zero_",
+    }
+)
+VIEWS = frozenset(
+    {
+        "aten::view",
+        "aten::_unsafe_view",
+        "aten::reshape",
+        "aten::as_strided",
+        "aten::expand",
+        "aten::t",
+        "aten::transpose",
+        "aten::permute",
+        "aten::squeeze",
+        "aten::unsqueeze",
+        "aten::slice",
+        "aten::select",
+        "aten::narrow",
+        "aten::unflatten",
+        "aten::split",
+        "aten::split_with_sizes",
+        "aten::chunk",
+        "aten::unbind",
+        "aten::alias",
+        "aten::detach",
+        "aten::view_as",
+        "aten::flatten",
+        "aten::expand_as",
+    }
+)
 COPIES = frozenset({"aten::clone", "aten::copy_", "aten::_to_copy", "aten::contiguous"})
 ALLOWED_OPS = ALLOCATION | VIEWS | COPIES
 
@@ -44,11 +74,23 @@ def runtime_findings(report: dict[str, Any] | None, where: str) -> list[Finding]
     bad = disallowed(str(k) for k in ops)
     if bad:
         shown = ", ".join(f"{op} x{ops[op]}" for op in bad[:8])
-        out.append(Finding("runtime-aten-op", f"{where}: the candidate's forward executed ATen compute ops ({shown}); "
-                           "only allocation, views and copies are allowed, the work must be in your kernels",
-                           Severity.REJECT, "model_new.py"))
+        out.append(
+            Finding(
+                "runtime-aten-op",
+                f"{where}: the candidate's forward executed ATen compute ops ({shown}); "
+                "only allocation, views and copies are allowed, the work must be in your kernels",
+                Severity.REJECT,
+                "model_new.py",
+            )
+        )
     threads = report.get("new_threads") or []
     if threads:
-        out.append(Finding("runtime-thread", f"{where}: the candidate started thread(s) that outlived the call: "
-                           f"{', '.join(map(str, threads[:5]))}", Severity.REJECT, "model_new.py"))
+        out.append(
+            Finding(
+                "runtime-thread",
+                f"{where}: the candidate started thread(s) that outlived the call: {', '.join(map(str, threads[:5]))}",
+                Severity.REJECT,
+                "model_new.py",
+            )
+        )
     return out

@@ -68,6 +68,9 @@ def parse(check: str, text: str) -> SanitizerReport:
         errors = int(m.group(1))
     else:
         errors = None
-    excerpt = [line.strip() for line in text.splitlines()
-               if line.lstrip("= ").startswith(("Invalid", "Error", "Race", "Program hit", "ERROR:"))][:5]
+    excerpt = [
+        line.strip()
+        for line in text.splitlines()
+        if line.lstrip("= ").startswith(("Invalid", "Error", "Race", "Program hit", "ERROR:"))
+    ][:5]
     return SanitizerReport(check, errors, excerpt)

@@ -27,8 +27,9 @@ KERNEL_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx")
 _NN_MODULE = {"Module", "nn.Module", "torch.nn.Module"}
 
 
-def form_findings(sources: dict[str, str], *, single_file: bool, template: str | None = None,
-                  name: str = "model_new.py") -> list[Finding]:
+def form_findings(
+    sources: dict[str, str], *, single_file: bool, template: str | None = None, name: str = "model_new.py"
+) -> list[Finding]:
     """`sources["model_new.py"]` is the solution's Python (the single file, shown as `name`);
     `template`: the text `cuda-agent init` writes to model_new.py (workspace form)."""
     text = sources.get("model_new.py")
@@ -45,8 +46,15 @@ def form_findings(sources: dict[str, str], *, single_file: bool, template: str |
         return [_reject(f"{what} holds no .cu or .cpp file: nothing would be built", None, "kernels/")]
     if untouched:
         # kernels but no ModelNew yet: compiling them is a normal step, so the build still runs
-        return [Finding(RULE, "model_new.py is still the template written by `cuda-agent init`: the kernels build, "
-                        "but the evaluation fails at load until ModelNew is written", Severity.WARN, "model_new.py")]
+        return [
+            Finding(
+                RULE,
+                "model_new.py is still the template written by `cuda-agent init`: the kernels build, "
+                "but the evaluation fails at load until ModelNew is written",
+                Severity.WARN,
+                "model_new.py",
+            )
+        ]
     return []
 
 
@@ -64,11 +72,19 @@ def _python_problem(text: str) -> tuple[str, int | None] | None:
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"), None)
     if "ModelNew" not in defined:
         if {"Model", "get_inputs"} <= defined:
-            return ("is a task file (class Model, get_inputs), not a solution: a solution defines class ModelNew "
-                    "with Model's constructor"), None
+            return (
+                "is a task file (class Model, get_inputs), not a solution: a solution defines class ModelNew "
+                "with Model's constructor"
+            ), None
         return "defines no ModelNew (a solution defines class ModelNew with Model's constructor)", None
-    if cls is not None and all(ast.unparse(b) in _NN_MODULE for b in cls.bases) and not any(
-            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Assign)) and _names(n) & {"forward"} for n in cls.body):
+    if (
+        cls is not None
+        and all(ast.unparse(b) in _NN_MODULE for b in cls.bases)
+        and not any(
+            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Assign)) and _names(n) & {"forward"}
+            for n in cls.body
+        )
+    ):
         return "defines class ModelNew without a forward method", cls.lineno
     return None
 

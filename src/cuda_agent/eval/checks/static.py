@@ -70,8 +70,9 @@ from cuda_agent.eval.judge.result import Finding
 CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
 
 
-def check_sources(sources: dict[str, str], *, precision: str = "fp32", precision_source: str = "",
-                  task_dtypes: tuple[str, ...] = ()) -> list[Finding]:
+def check_sources(
+    sources: dict[str, str], *, precision: str = "fp32", precision_source: str = "", task_dtypes: tuple[str, ...] = ()
+) -> list[Finding]:
     """Findings for a workspace's agent files (relative path -> text). `precision_source` (the task's
     `precision_source`) is named in `lowered-precision` findings; `task_dtypes` (`Task.dtypes`) are the
     dtypes whose storage types are never below the task (`DTYPE_STORAGE`)."""
@@ -89,8 +90,14 @@ def check_sources(sources: dict[str, str], *, precision: str = "fp32", precision
     return explain_precision(out, precision, precision_source, task_dtypes)
 
 
-def check_single_file(text: str, *, precision: str = "fp32", name: str = "solution.py", precision_source: str = "",
-                      task_dtypes: tuple[str, ...] = ()) -> list[Finding]:
+def check_single_file(
+    text: str,
+    *,
+    precision: str = "fp32",
+    name: str = "solution.py",
+    precision_source: str = "",
+    task_dtypes: tuple[str, ...] = (),
+) -> list[Finding]:
     """Findings for a KernelBench single-file solution: the Python with the Python rules, and
     every string literal that holds C++/CUDA source (load_inline sources) with the C++ rules."""
     token = _TASK_DTYPES.set(frozenset(task_dtypes))

@@ -17,32 +17,133 @@ from cuda_agent.eval.checks.static_rules import LOW_CPP_IDS, W, _below_task, _lo
 from cuda_agent.eval.judge.result import Finding
 
 ATEN_ALLOWED = {
-    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "dtype", "device", "layout",
-    "requires_grad", "device_of", "getCurrentCUDAStream", "getDefaultCUDAStream", "getCurrentCUDABlasHandle",
-    "getCurrentCUDABlasLtHandle", "getCurrentDeviceProperties", "getDeviceProperties", "current_device",
-    "device_count", "getCurrentCUDASparseHandle", "getCudnnHandle", "elementSize", "toString",
-    "isFloatingType", "typeMetaToScalarType", "scalarTypeToTypeMeta", "check", "get_device",
-    "getCUDADeviceAllocator", "maybe_wrap_dim", "ArrayRef", "IntArrayRef",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "zeros",
+    "zeros_like",
+    "dtype",
+    "device",
+    "layout",
+    "requires_grad",
+    "device_of",
+    "getCurrentCUDAStream",
+    "getDefaultCUDAStream",
+    "getCurrentCUDABlasHandle",
+    "getCurrentCUDABlasLtHandle",
+    "getCurrentDeviceProperties",
+    "getDeviceProperties",
+    "current_device",
+    "device_count",
+    "getCurrentCUDASparseHandle",
+    "getCudnnHandle",
+    "elementSize",
+    "toString",
+    "isFloatingType",
+    "typeMetaToScalarType",
+    "scalarTypeToTypeMeta",
+    "check",
+    "get_device",
+    "getCUDADeviceAllocator",
+    "maybe_wrap_dim",
+    "ArrayRef",
+    "IntArrayRef",
 }
 TORCH_NAMESPACES = ("torch", "at", "c10", "caffe2")
-STREAM_CPP = re.compile(r"^(cudaStreamCreate\w*|cuStreamCreate\w*|cudaStreamPerThread|cudaStreamNonBlocking|getStreamFromPool|getStreamFromExternal|setCurrentCUDAStream|cudaStreamAddCallback|cudaLaunchHostFunc|cuLaunchHostFunc|CUDAStreamGuard|CUDAMultiStreamGuard)$")
-GRAPH_CPP = re.compile(r"^(cudaGraph\w*|cuGraph\w*|cudaStreamBeginCapture\w*|cudaStreamEndCapture|cuStreamBeginCapture\w*|cuStreamEndCapture|CUDAGraph|cudaStreamGetCaptureInfo\w*|cudaStreamUpdateCaptureDependencies\w*)$")
+STREAM_CPP = re.compile(
+    r"^(cudaStreamCreate\w*|cuStreamCreate\w*|cudaStreamPerThread|cudaStreamNonBlocking|getStreamFromPool|getStreamFromExternal|setCurrentCUDAStream|cudaStreamAddCallback|cudaLaunchHostFunc|cuLaunchHostFunc|CUDAStreamGuard|CUDAMultiStreamGuard)$"
+)
+GRAPH_CPP = re.compile(
+    r"^(cudaGraph\w*|cuGraph\w*|cudaStreamBeginCapture\w*|cudaStreamEndCapture|cuStreamBeginCapture\w*|cuStreamEndCapture|CUDAGraph|cudaStreamGetCaptureInfo\w*|cudaStreamUpdateCaptureDependencies\w*)$"
+)
 THREAD_CPP = re.compile(r"^(pthread_create|pthread_\w+|thrd_create|_beginthread\w*|CreateThread|clone)$")
-PROC_CPP = {"fork", "vfork", "system", "popen", "execl", "execlp", "execle", "execv", "execvp", "execvpe", "posix_spawn", "posix_spawnp", "socket", "connect", "getaddrinfo", "gethostbyname", "kill", "ptrace"}
-FILE_CPP = {"fopen", "fopen64", "freopen", "fdopen", "open", "open64", "openat", "creat", "write", "read", "pwrite", "pread", "dup", "dup2", "mmap", "unlink", "rename", "truncate", "ftruncate", "sendfile", "memfd_create", "opendir", "readlink"}
-FILE_TYPES_CPP = {"ofstream", "ifstream", "fstream", "filebuf", "basic_ofstream", "basic_ifstream", "basic_fstream", "filesystem"}
-NATIVE_CPP = re.compile(r"^(dlopen|dlsym|dlmopen|dlvsym|LoadLibrary\w*|GetProcAddress|cuModuleLoad\w*|cuLibraryLoad\w*|cudaLibraryLoad\w*|nvrtc\w+|nvJitLink\w+|cuLinkCreate\w*|cuLinkAdd\w*)$")
+PROC_CPP = {
+    "fork",
+    "vfork",
+    "system",
+    "popen",
+    "execl",
+    "execlp",
+    "execle",
+    "execv",
+    "execvp",
+    "execvpe",
+    "posix_spawn",
+    "posix_spawnp",
+    "socket",
+    "connect",
+    "getaddrinfo",
+    "gethostbyname",
+    "kill",
+    "ptrace",
+}
+FILE_CPP = {
+    "fopen",
+    "fopen64",
+    "freopen",
+    "fdopen",
+    "open",
+    "open64",
+    "openat",
+    "creat",
+    "write",
+    "read",
+    "pwrite",
+    "pread",
+    "dup",
+    "dup2",
+    "mmap",
+    "unlink",
+    "rename",
+    "truncate",
+    "ftruncate",
+    "sendfile",
+    "memfd_create",
+    "opendir",
+    "readlink",
+}
+FILE_TYPES_CPP = {
+    "ofstream",
+    "ifstream",
+    "fstream",
+    "filebuf",
+    "basic_ofstream",
+    "basic_ifstream",
+    "basic_fstream",
+    "filesystem",
+}
+NATIVE_CPP = re.compile(
+    r"^(dlopen|dlsym|dlmopen|dlvsym|LoadLibrary\w*|GetProcAddress|cuModuleLoad\w*|cuLibraryLoad\w*|cudaLibraryLoad\w*|nvrtc\w+|nvJitLink\w+|cuLinkCreate\w*|cuLinkAdd\w*)$"
+)
 ENV_CPP = {"getenv", "secure_getenv", "setenv", "putenv", "unsetenv", "environ"}
-TIMING_CPP = re.compile(r"^(cudaEventCreate\w*|cudaEventRecord\w*|cudaEventElapsedTime\w*|cudaStreamIsCapturing|cuStreamIsCapturing|gettimeofday|clock_gettime|chrono|CUDAEvent|cudaStreamQuery)$")
-MALLOC_CPP = re.compile(r"^(cudaMalloc|cudaMallocAsync|cudaMallocManaged|cudaMallocHost|cudaHostAlloc|cudaMallocPitch|cudaMalloc3D|cuMemAlloc\w*)$")
+TIMING_CPP = re.compile(
+    r"^(cudaEventCreate\w*|cudaEventRecord\w*|cudaEventElapsedTime\w*|cudaStreamIsCapturing|cuStreamIsCapturing|gettimeofday|clock_gettime|chrono|CUDAEvent|cudaStreamQuery)$"
+)
+MALLOC_CPP = re.compile(
+    r"^(cudaMalloc|cudaMallocAsync|cudaMallocManaged|cudaMallocHost|cudaHostAlloc|cudaMallocPitch|cudaMalloc3D|cuMemAlloc\w*)$"
+)
 THIRD_PARTY_NS = {"cutlass", "cute", "thrust", "cub", "hipcub", "Eigen", "cutensor", "nccl", "tbb"}
-THIRD_PARTY_ID = re.compile(r"^(curand\w*|cufft\w*|cusparse\w*|cusolver\w*|nccl[A-Z]\w*|cutensor\w*|npp[a-zA-Z]\w*|cublasXt\w*|magma_\w+)$")
-THIRD_PARTY_INC = re.compile(r"^(cutlass|cute|thrust|cub|hipcub|Eigen|unsupported/Eigen|cudnn_frontend)(/|\.|$)|^(curand|cufft|cusparse|cusolver|nccl|cutensor|npp|nvjpeg|magma|cudss|nvrtc|nvJitLink|cublasXt)", re.I)
-CUBLAS_NON_GEMM = re.compile(r"^cublas(?:i?[sdczh]?)(axpy|scal|copy|swap|dot[uc]?|nrm2|asum|amax|amin|rot|rotg|rotm|rotmg|geam|dgmm|trsm|trsv|tbsv|tpsv|getr[fis]|geqrf|gels|matinv)(?:ex)?(?:batched|stridedbatched)?(?:_v2)?(?:_64)?$", re.I)
-CUDNN_NON_CONV = re.compile(r"^cudnn(Activation(Forward|Backward)|Softmax\w+|Pooling\w+|BatchNormalization\w+|Normalization\w+|LRN\w+|DivisiveNormalization\w+|RNN\w+|MultiHead\w+|Dropout(Forward|Backward)|OpTensor|ReduceTensor|SpatialTf\w+|CTCLoss\w*|TransformTensor\w*|ScaleTensor|SetTensor|Backend\w*)$")
-LOW_PTX = re.compile(r"\b(w?gmma|mma\.sync|mma\.sp|tcgen05|wmma)\b|\.tf32\b|\.f16x?2?\b|\.bf16x?2?\b|\.e4m3|\.e5m2|cvt\.rna\.tf32")
+THIRD_PARTY_ID = re.compile(
+    r"^(curand\w*|cufft\w*|cusparse\w*|cusolver\w*|nccl[A-Z]\w*|cutensor\w*|npp[a-zA-Z]\w*|cublasXt\w*|magma_\w+)$"
+)
+THIRD_PARTY_INC = re.compile(
+    r"^(cutlass|cute|thrust|cub|hipcub|Eigen|unsupported/Eigen|cudnn_frontend)(/|\.|$)|^(curand|cufft|cusparse|cusolver|nccl|cutensor|npp|nvjpeg|magma|cudss|nvrtc|nvJitLink|cublasXt)",
+    re.I,
+)
+CUBLAS_NON_GEMM = re.compile(
+    r"^cublas(?:i?[sdczh]?)(axpy|scal|copy|swap|dot[uc]?|nrm2|asum|amax|amin|rot|rotg|rotm|rotmg|geam|dgmm|trsm|trsv|tbsv|tpsv|getr[fis]|geqrf|gels|matinv)(?:ex)?(?:batched|stridedbatched)?(?:_v2)?(?:_64)?$",
+    re.I,
+)
+CUDNN_NON_CONV = re.compile(
+    r"^cudnn(Activation(Forward|Backward)|Softmax\w+|Pooling\w+|BatchNormalization\w+|Normalization\w+|LRN\w+|DivisiveNormalization\w+|RNN\w+|MultiHead\w+|Dropout(Forward|Backward)|OpTensor|ReduceTensor|SpatialTf\w+|CTCLoss\w*|TransformTensor\w*|ScaleTensor|SetTensor|Backend\w*)$"
+)
+LOW_PTX = re.compile(
+    r"\b(w?gmma|mma\.sync|mma\.sp|tcgen05|wmma)\b|\.tf32\b|\.f16x?2?\b|\.bf16x?2?\b|\.e4m3|\.e5m2|cvt\.rna\.tf32"
+)
 FP8_PTX = re.compile(r"\.e4m3|\.e5m2")
-SUSPICIOUS_INC = re.compile(r"^(thread|future|pthread\.h|fstream|filesystem|dlfcn\.h|sys/socket\.h|netinet/.*|arpa/.*|unistd\.h|fcntl\.h|sys/mman\.h|spawn\.h|sys/wait\.h|omp\.h|chrono|sys/time\.h|ctime|time\.h)$")
+SUSPICIOUS_INC = re.compile(
+    r"^(thread|future|pthread\.h|fstream|filesystem|dlfcn\.h|sys/socket\.h|netinet/.*|arpa/.*|unistd\.h|fcntl\.h|sys/mman\.h|spawn\.h|sys/wait\.h|omp\.h|chrono|sys/time\.h|ctime|time\.h)$"
+)
 LOW_INC = re.compile(r"^(cuda_fp16\.h|cuda_bf16\.h|cuda_fp8\.h|mma\.h|cuda_fp16\.hpp|cuda_bf16\.hpp)$")
 TORCH_INC = re.compile(r"^(torch/|ATen/|c10/|(\.\./)?binding_registry\.h)")
 # The workspace's fixed registry header, by our spelling and by the public CUDA-Agent release's
@@ -50,25 +151,140 @@ TORCH_INC = re.compile(r"^(torch/|ATen/|c10/|(\.\./)?binding_registry\.h)")
 REGISTRY_INCLUDES = ("binding_registry.h", "../binding_registry.h")
 # Native code that reaches Python can rewrite the harness in its own process (issue 12).
 PY_CAPI = re.compile(r"^_?Py[A-Z_][A-Za-z0-9_]*$|^PYBIND11_(EMBEDDED_MODULE|OVERRIDE\w*|OVERLOAD\w*)$")
-PY_INC = re.compile(r"^(Python\.h|frameobject\.h|structmember\.h|pyconfig\.h|pythonrun\.h|pybind11/(embed|eval|exec|iostream|pytypes|cast|attr)\.h|python[0-9.]*/.*)$")
+PY_INC = re.compile(
+    r"^(Python\.h|frameobject\.h|structmember\.h|pyconfig\.h|pythonrun\.h|pybind11/(embed|eval|exec|iostream|pytypes|cast|attr)\.h|python[0-9.]*/.*)$"
+)
 # pybind11 names a binding needs to define functions; everything else in the namespace reaches Python objects
-PYBIND_OK = {"module_", "module", "arg", "arg_v", "kw_only", "pos_only", "call_guard", "gil_scoped_release",
-             "return_value_policy", "overload_cast", "const_", "doc"}
-PY_MEMBERS = {"attr", "add_object", "import", "def_submodule", "reload", "inc_ref", "dec_ref", "ptr", "def_property",
-              "def_readwrite", "def_readonly", "def_static", "def_property_readonly"}
-SYSCALL_CPP = {"mount", "umount", "umount2", "syscall", "unshare", "setns", "prctl", "seccomp", "personality",
-               "pivot_root", "chroot", "mount_setattr", "open_tree", "move_mount", "fsopen", "fsmount", "fsconfig",
-               "fspick", "clone3", "process_vm_readv", "process_vm_writev", "capset", "setuid", "setgid", "setresuid",
-               "setresgid", "seteuid", "setegid", "setgroups", "keyctl", "add_key", "bpf", "perf_event_open", "ioctl",
-               "prlimit", "prlimit64", "setrlimit", "init_module", "finit_module", "kexec_load", "reboot", "swapon",
-               "userfaultfd", "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "ptrace", "mprotect"}
-SYSCALL_ID = re.compile(r"^(__NR_\w+|SYS_\w+|SECCOMP_\w+|PR_SET_\w+|CLONE_NEW\w+|MS_REMOUNT|MS_BIND|MNT_DETACH|PTRACE_\w+)$")
-SYSCALL_INC = re.compile(r"^(sys/syscall\.h|syscall\.h|sys/mount\.h|sys/prctl\.h|sys/ptrace\.h|sys/personality\.h|sys/capability\.h|sys/fsuid\.h|sched\.h|seccomp\.h|linux/.*|asm/.*)$")
+PYBIND_OK = {
+    "module_",
+    "module",
+    "arg",
+    "arg_v",
+    "kw_only",
+    "pos_only",
+    "call_guard",
+    "gil_scoped_release",
+    "return_value_policy",
+    "overload_cast",
+    "const_",
+    "doc",
+}
+PY_MEMBERS = {
+    "attr",
+    "add_object",
+    "import",
+    "def_submodule",
+    "reload",
+    "inc_ref",
+    "dec_ref",
+    "ptr",
+    "def_property",
+    "def_readwrite",
+    "def_readonly",
+    "def_static",
+    "def_property_readonly",
+}
+SYSCALL_CPP = {
+    "mount",
+    "umount",
+    "umount2",
+    "syscall",
+    "unshare",
+    "setns",
+    "prctl",
+    "seccomp",
+    "personality",
+    "pivot_root",
+    "chroot",
+    "mount_setattr",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsmount",
+    "fsconfig",
+    "fspick",
+    "clone3",
+    "process_vm_readv",
+    "process_vm_writev",
+    "capset",
+    "setuid",
+    "setgid",
+    "setresuid",
+    "setresgid",
+    "seteuid",
+    "setegid",
+    "setgroups",
+    "keyctl",
+    "add_key",
+    "bpf",
+    "perf_event_open",
+    "ioctl",
+    "prlimit",
+    "prlimit64",
+    "setrlimit",
+    "init_module",
+    "finit_module",
+    "kexec_load",
+    "reboot",
+    "swapon",
+    "userfaultfd",
+    "pidfd_open",
+    "pidfd_getfd",
+    "pidfd_send_signal",
+    "ptrace",
+    "mprotect",
+}
+SYSCALL_ID = re.compile(
+    r"^(__NR_\w+|SYS_\w+|SECCOMP_\w+|PR_SET_\w+|CLONE_NEW\w+|MS_REMOUNT|MS_BIND|MNT_DETACH|PTRACE_\w+)$"
+)
+SYSCALL_INC = re.compile(
+    r"^(sys/syscall\.h|syscall\.h|sys/mount\.h|sys/prctl\.h|sys/ptrace\.h|sys/personality\.h|sys/capability\.h|sys/fsuid\.h|sched\.h|seccomp\.h|linux/.*|asm/.*)$"
+)
 SYSCALL_ASM = re.compile(r"\bsyscall\b|\bsysenter\b|\bint\s+\$?0x80\b|\bsvc\s+#?0\b")
-CPP_TENSOR_VIEW = {"t", "transpose", "permute", "expand", "expand_as", "narrow", "select", "as_strided", "chunk", "split", "unbind", "to", "cuda", "cpu", "toType", "type", "item", "slice", "index", "from_blob", "resize_", "set_"}
+CPP_TENSOR_VIEW = {
+    "t",
+    "transpose",
+    "permute",
+    "expand",
+    "expand_as",
+    "narrow",
+    "select",
+    "as_strided",
+    "chunk",
+    "split",
+    "unbind",
+    "to",
+    "cuda",
+    "cpu",
+    "toType",
+    "type",
+    "item",
+    "slice",
+    "index",
+    "from_blob",
+    "resize_",
+    "set_",
+}
 
 
-_PRIM = {"int", "float", "double", "long", "short", "char", "bool", "unsigned", "signed", "auto", "void", "size_t", "float4", "float2", "dim3", "cudaStream_t"}
+_PRIM = {
+    "int",
+    "float",
+    "double",
+    "long",
+    "short",
+    "char",
+    "bool",
+    "unsigned",
+    "signed",
+    "auto",
+    "void",
+    "size_t",
+    "float4",
+    "float2",
+    "dim3",
+    "cudaStream_t",
+}
 
 
 def _qualified(toks: list[Tok], i: int) -> tuple[list[str], int]:
@@ -81,18 +297,24 @@ def _qualified(toks: list[Tok], i: int) -> tuple[list[str], int]:
     return parts, j
 
 
-def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset: int = 0, kind: str | None = None) -> list[Finding]:
+def check_cpp(
+    text: str, file: str | None, precision: str = "fp32", line_offset: int = 0, kind: str | None = None
+) -> list[Finding]:
     """Findings for one C++/CUDA source. `kind` is the suffix (.cu/.cpp/.h); by default from `file`."""
     sink = _Sink(file, line_offset)
     toks = lex_cpp(text)
     low = _low_precision(precision)
     includes = [t for t in toks if t.kind == "inc"]
-    torch_aware = any(TORCH_INC.match(t.text) for t in includes) or (kind or file or "").endswith((".cpp", ".cc", ".cxx"))
+    torch_aware = any(TORCH_INC.match(t.text) for t in includes) or (kind or file or "").endswith(
+        (".cpp", ".cc", ".cxx")
+    )
     for t in includes:
         name = t.text.strip()
         if THIRD_PARTY_INC.match(name):
             sink.add("third-party-library", t.line, f"#include <{name}>")
-        if name not in REGISTRY_INCLUDES and (name.startswith("/") or ".." in name.split("/") or name.startswith("proc/")):
+        if name not in REGISTRY_INCLUDES and (
+            name.startswith("/") or ".." in name.split("/") or name.startswith("proc/")
+        ):
             sink.add("file-access", t.line, f'#include "{name}" reads a file outside the workspace sources')
         if PY_INC.match(name):
             sink.add("python-from-native", t.line, f"#include <{name}> reaches into the Python interpreter")
@@ -113,11 +335,24 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
             j = i + 1
             while j < len(toks) and toks[j].text in ("&", "&&", "const", "*"):
                 j += 1
-            if j < len(toks) and toks[j].kind == "id" and j + 1 < len(toks) and toks[j + 1].text in (",", ")", "=", ";", "{"):
+            if (
+                j < len(toks)
+                and toks[j].kind == "id"
+                and j + 1 < len(toks)
+                and toks[j + 1].text in (",", ")", "=", ";", "{")
+            ):
                 tensor_names.add(toks[j].text)
-        if t.kind == "id" and t.text == "auto" and i + 3 < len(toks) and toks[i + 1].kind == "id" and toks[i + 2].text == "=":
+        if (
+            t.kind == "id"
+            and t.text == "auto"
+            and i + 3 < len(toks)
+            and toks[i + 1].kind == "id"
+            and toks[i + 2].text == "="
+        ):
             k = i + 3
-            if toks[k].text in ("torch", "at") or (toks[k].kind == "id" and toks[k].text in tensor_names and toks[k + 1].text in (".", ";")):
+            if toks[k].text in ("torch", "at") or (
+                toks[k].kind == "id" and toks[k].text in tensor_names and toks[k + 1].text in (".", ";")
+            ):
                 tensor_names.add(toks[i + 1].text)
             else:
                 scalar_names.add(toks[i + 1].text)
@@ -141,7 +376,11 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
             sink.add("file-access", t.line, "#embed reads a file")
         elif t.kind == "str" and i in asm_strings:
             if (low and LOW_PTX.search(t.text)) or (precision in ("fp16", "bf16") and FP8_PTX.search(t.text)):
-                sink.add("lowered-precision", t.line, f"inline PTX `{t.text.strip()[:40]}` uses tensor cores / reduced precision")
+                sink.add(
+                    "lowered-precision",
+                    t.line,
+                    f"inline PTX `{t.text.strip()[:40]}` uses tensor cores / reduced precision",
+                )
             if ".incbin" in t.text:
                 sink.add("file-access", t.line, ".incbin embeds a file")
             if SYSCALL_ASM.search(re.sub(r"\\[ntr]", " ", t.text)):  # "...\n\tsyscall": the escapes are not word breaks
@@ -157,7 +396,11 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
             if t.text == "using" and nxt.text == "namespace" and i + 2 < len(toks):
                 ns, j2 = _qualified(toks, i + 2)
                 if ns[0] in ("torch", "at") or ns[0] in THIRD_PARTY_NS:
-                    sink.add("namespace-import" if ns[0] in ("torch", "at") else "third-party-library", self_line, f"using namespace {'::'.join(ns)}")
+                    sink.add(
+                        "namespace-import" if ns[0] in ("torch", "at") else "third-party-library",
+                        self_line,
+                        f"using namespace {'::'.join(ns)}",
+                    )
                 if ns[0] in ("nvcuda",) and low:
                     sink.add("lowered-precision", self_line, "using namespace nvcuda (wmma)")
                 i = j2
@@ -171,7 +414,11 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
             sink.add("python-from-native", t.line, f".{t.text}() reaches a Python object")
         elif t.kind == "id" and prev.text in (".", "->") and torch_aware and nxt.text in ("(", "<"):
             m = t.text
-            if m in TENSOR_COMPUTE or (m.endswith("_") and not m.startswith("_") and m not in ("requires_grad_", "resize_", "set_")) or DUNDER_MATH.match(m):
+            if (
+                m in TENSOR_COMPUTE
+                or (m.endswith("_") and not m.startswith("_") and m not in ("requires_grad_", "resize_", "set_"))
+                or DUNDER_MATH.match(m)
+            ):
                 sink.add("aten-compute", t.line, f"tensor method .{m}() computes with ATen")
             elif m in ("half", "bfloat16") and low:
                 sink.add("lowered-precision", t.line, f".{m}() casts below {precision}")
@@ -181,7 +428,12 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
                 _check_plain_id(sink, m, toks, i, precision)
         elif t.kind == "id" and prev.text in (".", "->", "::"):
             _check_plain_id(sink, t.text, toks, i, precision)
-        elif t.kind == "punct" and t.text in ("+", "-", "*", "/", "+=", "-=", "*=", "/=", "%", "|", "&", "^") and torch_aware and tensor_names:
+        elif (
+            t.kind == "punct"
+            and t.text in ("+", "-", "*", "/", "+=", "-=", "*=", "/=", "%", "|", "&", "^")
+            and torch_aware
+            and tensor_names
+        ):
             a, b = prev, nxt
             after_b = toks[i + 2] if i + 2 < len(toks) else Tok("punct", "", 0)
             left = a.kind == "id" and a.text in tensor_names and (i < 2 or toks[i - 2].text not in (".", "->", "::"))
@@ -194,21 +446,21 @@ def check_cpp(text: str, file: str | None, precision: str = "fp32", line_offset:
     # static tensors
     for i, t in enumerate(toks):
         if t.text == "static":
-            window = [x.text for x in toks[i + 1:i + 9]]
+            window = [x.text for x in toks[i + 1 : i + 9]]
             if "Tensor" in window:
                 k = window.index("Tensor") + 1
                 while k < len(window) and window[k] in ("&", "*", "const"):
                     k += 1
                 if k + 1 < len(window) and window[k + 1] in (";", "=", "{", "["):
                     sink.add("static-tensor", t.line, "static torch::Tensor (an output cache across calls?)")
-        if t.text == "constructor" and i >= 2 and toks[i - 2].text in ("__attribute__", "(") :
+        if t.text == "constructor" and i >= 2 and toks[i - 2].text in ("__attribute__", "("):
             sink.add("load-time-code", t.line, "__attribute__((constructor))")
     return sink.out
 
 
-
-
-def _check_name(sink: _Sink, parts: list[str], toks: list[Tok], i: int, j: int, line: int, precision: str, torch_aware: bool) -> None:
+def _check_name(
+    sink: _Sink, parts: list[str], toks: list[Tok], i: int, j: int, line: int, precision: str, torch_aware: bool
+) -> None:
     if parts[0] == "" and len(parts) > 1:
         parts = parts[1:]
     head, last = parts[0], parts[-1]
@@ -251,7 +503,16 @@ def _check_name(sink: _Sink, parts: list[str], toks: list[Tok], i: int, j: int, 
         sink.add("file-access", line, name)
 
 
-def _check_plain_id(sink: _Sink, word: str, toks: list[Tok], i: int, precision: str, name: str | None = None, called: bool | None = None, prev: str | None = None) -> None:
+def _check_plain_id(
+    sink: _Sink,
+    word: str,
+    toks: list[Tok],
+    i: int,
+    precision: str,
+    name: str | None = None,
+    called: bool | None = None,
+    prev: str | None = None,
+) -> None:
     line = toks[i].line
     if called is None:
         called = i + 1 < len(toks) and toks[i + 1].text == "("

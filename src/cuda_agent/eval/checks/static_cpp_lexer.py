@@ -17,7 +17,30 @@ class Tok(NamedTuple):
 
 
 _PUNCT3 = ("<<=", ">>=", "...", "->*", "<<<", ">>>")
-_PUNCT2 = ("::", "->", "##", "++", "--", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", ".*")
+_PUNCT2 = (
+    "::",
+    "->",
+    "##",
+    "++",
+    "--",
+    "<<",
+    ">>",
+    "<=",
+    ">=",
+    "==",
+    "!=",
+    "&&",
+    "||",
+    "+=",
+    "-=",
+    "*=",
+    "/=",
+    "%=",
+    "&=",
+    "|=",
+    "^=",
+    ".*",
+)
 _STR_PREFIX = {"L", "u", "U", "u8", "R", "LR", "uR", "UR", "u8R"}
 
 
@@ -68,7 +91,7 @@ def lex_cpp(text: str) -> list[Tok]:
                 if j < 0 or j > eol:
                     j = eol
                 toks.append(Tok("id", m.group(1), line))
-                toks.append(Tok("inc", text[m.end():j], line))
+                toks.append(Tok("inc", text[m.end() : j], line))
                 i = j + 1
                 continue
             i += 1
@@ -82,10 +105,10 @@ def lex_cpp(text: str) -> list[Tok]:
             if j < n and text[j] in "\"'" and word in _STR_PREFIX:
                 if word.endswith("R") and text[j] == '"':
                     k = text.find("(", j)
-                    delim = text[j + 1:k]
+                    delim = text[j + 1 : k]
                     end = text.find(")" + delim + '"', k)
                     end = n if end < 0 else end
-                    toks.append(Tok("str", text[k + 1:end], line))
+                    toks.append(Tok("str", text[k + 1 : end], line))
                     line += text.count("\n", j, end)
                     i = end + len(delim) + 2
                     continue
@@ -105,7 +128,7 @@ def lex_cpp(text: str) -> list[Tok]:
             j = i + 1
             while j < n and text[j] != c and text[j] != "\n":
                 j += 2 if text[j] == "\\" else 1
-            toks.append(Tok("str" if c == '"' else "chr", text[i + 1:j], line))
+            toks.append(Tok("str" if c == '"' else "chr", text[i + 1 : j], line))
             i = j + 1
             continue
         for p in _PUNCT3 + _PUNCT2:

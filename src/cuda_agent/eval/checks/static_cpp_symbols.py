@@ -26,11 +26,15 @@ RENAME_PRAGMAS = {"redefine_extname", "weak", "extern_prefix"}
 # GNU as directives that define, bind or place symbols, at the start of an assembler statement and
 # followed by a name (PTX state spaces and linking directives, `.local .align 8 .b8 x[4]`,
 # `.weak .func`, are followed by another directive); host-symbol operands (@PLT, %rip)
-GAS_DIRECTIVE = re.compile(r"(?:^|[\s;])\.(set|equ|equiv|eqv|symver|globl|global|weak|weakref|weakext|local|comm|lcomm"
-                           r"|hidden|protected|internal|type|size|section|pushsection|popsection|previous|subsection|text"
-                           r"|data|bss|rodata|reloc|org|quad|byte|long|word|ascii|asciz|string|zero|skip|space|fill)"
-                           r"\b(?!\s*\.)")
-HOST_SYMREF = re.compile(r"@(PLT|GOTPCREL|GOT|GOTOFF|GOTNTPOFF|GOTTPOFF|TPOFF|DTPOFF|TLSGD|TLSLD|PCREL)\b|\(\s*%%?rip\s*\)")
+GAS_DIRECTIVE = re.compile(
+    r"(?:^|[\s;])\.(set|equ|equiv|eqv|symver|globl|global|weak|weakref|weakext|local|comm|lcomm"
+    r"|hidden|protected|internal|type|size|section|pushsection|popsection|previous|subsection|text"
+    r"|data|bss|rodata|reloc|org|quad|byte|long|word|ascii|asciz|string|zero|skip|space|fill)"
+    r"\b(?!\s*\.)"
+)
+HOST_SYMREF = re.compile(
+    r"@(PLT|GOTPCREL|GOT|GOTOFF|GOTNTPOFF|GOTTPOFF|TPOFF|DTPOFF|TLSGD|TLSLD|PCREL)\b|\(\s*%%?rip\s*\)"
+)
 # a bare assembler instruction that is also a plausible symbol name
 ASM_BARE_OK = {"nop", "pause", "int3", "ud2", "lfence", "mfence", "sfence", "hlt"}
 # code found at run time: the dynamic linker's own tables and internals, auxv, ELF structures,
@@ -42,26 +46,35 @@ RUNTIME_LOOKUP = re.compile(
     r"|RTLD_\w+|__builtin_return_address|__builtin_frame_address|__builtin_extract_return_addr|backtrace(_symbols\w*)?"
     r"|_Unwind_Backtrace|_Unwind_GetIP\w*|_Unwind_FindEnclosingFunction"
     r"|Dispatcher|OperatorHandle|findSchema\w*|findOp|findOperatorFor|getAllOperators\w*|getOperation|callBoxed"
-    r"|RegisterOperators|TORCH_LIBRARY\w*|fromQualString)$")
-LOOKUP_INC = re.compile(r"^(link\.h|elf\.h|sys/auxv\.h|execinfo\.h|unwind\.h|libunwind\.h|gnu/lib-names\.h"
-                        r"|ATen/core/dispatch/\w+\.h|torch/library\.h|torch/csrc/jit/.*)$")
+    r"|RegisterOperators|TORCH_LIBRARY\w*|fromQualString)$"
+)
+LOOKUP_INC = re.compile(
+    r"^(link\.h|elf\.h|sys/auxv\.h|execinfo\.h|unwind\.h|libunwind\.h|gnu/lib-names\.h"
+    r"|ATen/core/dispatch/\w+\.h|torch/library\.h|torch/csrc/jit/.*)$"
+)
 # a string that is only a symbol of the interpreter or the dynamic linker (passed to a lookup?)
-LOOKUP_STRING = re.compile(r"^(_?Py[A-Z][A-Za-z0-9]*_\w+|_?Py_[A-Za-z]\w*|dlsym|dlvsym|dlopen|dlmopen|dl_iterate_phdr"
-                           r"|dladdr1?|_dl_\w+|__libc_dl\w+|THP\w+)$")
+LOOKUP_STRING = re.compile(
+    r"^(_?Py[A-Z][A-Za-z0-9]*_\w+|_?Py_[A-Za-z]\w*|dlsym|dlvsym|dlopen|dlmopen|dl_iterate_phdr"
+    r"|dladdr1?|_dl_\w+|__libc_dl\w+|THP\w+)$"
+)
 PROC_SELF = re.compile(r"/proc/(self|thread-self|\d+|%d)(/|$)|/proc/\w*/(maps|smaps|mem|exe|auxv|environ)")
 # functions a candidate may not define: a definition of one interposes the runtime's own. The CUDA
 # runtime's and driver's by family (cudaEvent*, cuLaunch*, ...), so that a launcher of one's own
 # called cudaRelu or cuMatmul stays a plain name
-CUDA_API = (r"cuda(Event|Stream|Launch|Malloc|Free|Memcpy|Memset|Mem|Device|Get|Set|Graph|Func|Host|Peer|Ipc|Import"
-            r"|External|Signal|Wait|Array|Mipmapped|Create|Destroy|Bind|Unbind|Profiler|Runtime|Driver|Pointer|Occupancy"
-            r"|Thread|Ctx|Library|Kernel|Register|Unregister|Push|Pop|Configure|Setup|Init|Deinit|Peek|Chrono|Log)\w*"
-            r"|cu(Launch|Mem|Event|Stream|Ctx|Module|Func|Graph|Device|Init|Get|Link|Library|Kernel|Occupancy|Pointer"
-            r"|Profiler|Tex|Surf|Array|Import|External|Signal|Wait|User|Driver|Coredump|Checkpoint|Log|Multicast)\w*"
-            r"|__cuda[A-Z]\w*")
+CUDA_API = (
+    r"cuda(Event|Stream|Launch|Malloc|Free|Memcpy|Memset|Mem|Device|Get|Set|Graph|Func|Host|Peer|Ipc|Import"
+    r"|External|Signal|Wait|Array|Mipmapped|Create|Destroy|Bind|Unbind|Profiler|Runtime|Driver|Pointer|Occupancy"
+    r"|Thread|Ctx|Library|Kernel|Register|Unregister|Push|Pop|Configure|Setup|Init|Deinit|Peek|Chrono|Log)\w*"
+    r"|cu(Launch|Mem|Event|Stream|Ctx|Module|Func|Graph|Device|Init|Get|Link|Library|Kernel|Occupancy|Pointer"
+    r"|Profiler|Tex|Surf|Array|Import|External|Signal|Wait|User|Driver|Coredump|Checkpoint|Log|Multicast)\w*"
+    r"|__cuda[A-Z]\w*"
+)
 INTERPOSED = re.compile(rf"^({CUDA_API}|_?Py[A-Z_]\w*|dl(open|mopen|sym|vsym|close|error|addr1?|info|iterate_phdr))$")
 # compiler and linker flags (Python strings of a load_inline call) that rename symbols
 RENAME_FLAGS = re.compile(r"(^|[\s,=])(--?defsym|--?wrap|--redefine-syms?|--?alias)([\s,=]|$)")
 DEFINE_FLAG = re.compile(r"^-D\s*([A-Za-z_]\w*(?:\([^)]*\))?)(?:=(.*))?$", re.S)
+
+
 def _asm_strings(toks: list[Tok]) -> set[int]:
     """Indices of the string tokens inside asm(...) statements."""
     out: set[int] = set()
@@ -154,8 +167,9 @@ def _scopes(toks: list[Tok], skip: list[bool]) -> tuple[list[bool], list[bool]]:
     for i, t in enumerate(toks):
         if not skip[i] and t.kind == "punct" and t.text == "{":
             fn = bool(stack and stack[-1][0]) or _opens_function(toks, i, skip)
-            c = bool(stack and stack[-1][1]) or (i >= 2 and toks[i - 1].kind == "str" and toks[i - 1].text == "C"
-                                                 and toks[i - 2].text == "extern")
+            c = bool(stack and stack[-1][1]) or (
+                i >= 2 and toks[i - 1].kind == "str" and toks[i - 1].text == "C" and toks[i - 2].text == "extern"
+            )
             stack.append((fn, c))
         elif not skip[i] and t.kind == "punct" and t.text == "}" and stack:
             stack.pop()
@@ -225,7 +239,7 @@ def _check_asm(sink: _Sink, toks: list[Tok], dirs: list[_Directive], in_fn: list
                 sink.add("symbol-rename", t.line, f"`{t.text}` behind a macro can rename a declaration's symbol")
             continue
         k = _close(toks, j)
-        inner = toks[j + 1:k]
+        inner = toks[j + 1 : k]
         depth, operands = 0, False
         template: list[str] = []  # the assembler text: the strings before the operands' first colon
         for x in inner:
@@ -238,19 +252,33 @@ def _check_asm(sink: _Sink, toks: list[Tok], dirs: list[_Directive], in_fn: list
         shown = strings.strip()[:40]
         statement = quals or operands
         if d is not None:  # a macro's body: where it expands is unknown, so judge the text
-            label = not statement and (not literal or _symbol_like(strings) or (i > d.body and _after_declarator(toks, i)))
+            label = not statement and (
+                not literal or _symbol_like(strings) or (i > d.body and _after_declarator(toks, i))
+            )
             if label:
-                sink.add("symbol-rename", t.line, f"asm label `{t.text}({shown or '...'})` in a macro renames the symbol of a declaration")
+                sink.add(
+                    "symbol-rename",
+                    t.line,
+                    f"asm label `{t.text}({shown or '...'})` in a macro renames the symbol of a declaration",
+                )
         elif not statement and _after_declarator(toks, i):
-            sink.add("symbol-rename", t.line, f"asm label `{t.text}(\"{shown}\")` gives a declaration the symbol `{shown}`")
+            sink.add(
+                "symbol-rename", t.line, f'asm label `{t.text}("{shown}")` gives a declaration the symbol `{shown}`'
+            )
         elif not in_fn[i]:
-            sink.add("symbol-rename", t.line, f"assembler outside a function body (`{shown}`) can define or bind symbols")
+            sink.add(
+                "symbol-rename", t.line, f"assembler outside a function body (`{shown}`) can define or bind symbols"
+            )
         # the template alone: operand constraints and clobbers ("r", "rdi") glued onto it would hide a
         # trailing `@PLT` from the word boundary (`...@PLTrrdi`)
         text = re.sub(r"\\[ntr]", " ", "".join(template))
         m = GAS_DIRECTIVE.search(text)
         if m:
-            sink.add("symbol-rename", t.line, f"assembler directive `.{m.group(1)}` in inline assembly defines or binds symbols")
+            sink.add(
+                "symbol-rename",
+                t.line,
+                f"assembler directive `.{m.group(1)}` in inline assembly defines or binds symbols",
+            )
         m = HOST_SYMREF.search(text)
         if m:
             sink.add("symbol-rename", t.line, f"inline assembly addresses a host symbol (`{m.group(0)}`)")
@@ -270,34 +298,76 @@ def _check_symbol_binding(sink: _Sink, text: str, toks: list[Tok], asm_strings: 
     for d in dirs:
         head = toks[d.start + 1].text if d.start + 1 < d.end else ""
         if head == "pragma" and d.start + 2 < d.end and toks[d.start + 2].text in RENAME_PRAGMAS:
-            sink.add("symbol-rename", toks[d.start].line, f"#pragma {toks[d.start + 2].text} binds a name to another symbol")
+            sink.add(
+                "symbol-rename", toks[d.start].line, f"#pragma {toks[d.start + 2].text} binds a name to another symbol"
+            )
     for i, t in enumerate(toks):
         nxt = toks[i + 1] if i + 1 < len(toks) else Tok("punct", "", 0)
         if t.kind == "inc" and LOOKUP_INC.match(t.text.strip()):
-            sink.add("runtime-symbol-lookup", t.line, f"#include <{t.text.strip()}> walks the loader's or torch's symbol tables")
+            sink.add(
+                "runtime-symbol-lookup",
+                t.line,
+                f"#include <{t.text.strip()}> walks the loader's or torch's symbol tables",
+            )
         elif t.kind == "str" and i not in asm_strings and not (i >= 1 and toks[i - 1].text == "extern"):
             if PROC_SELF.search(t.text):
-                sink.add("runtime-symbol-lookup", t.line, f'"{t.text[:40]}" reads the process\'s own memory map or image')
+                sink.add(
+                    "runtime-symbol-lookup", t.line, f'"{t.text[:40]}" reads the process\'s own memory map or image'
+                )
             elif LOOKUP_STRING.match(t.text.strip()):
-                sink.add("runtime-symbol-lookup", t.line, f'the string "{t.text.strip()}" names a symbol of the interpreter or the loader')
-        elif t.kind == "id" and t.text == "_Pragma" and nxt.text == "(" and i + 2 < len(toks) and toks[i + 2].kind == "str":
+                sink.add(
+                    "runtime-symbol-lookup",
+                    t.line,
+                    f'the string "{t.text.strip()}" names a symbol of the interpreter or the loader',
+                )
+        elif (
+            t.kind == "id"
+            and t.text == "_Pragma"
+            and nxt.text == "("
+            and i + 2 < len(toks)
+            and toks[i + 2].kind == "str"
+        ):
             words = toks[i + 2].text.split()
             if words and words[0] in RENAME_PRAGMAS:
-                sink.add("symbol-rename", t.line, f"_Pragma(\"{words[0]} ...\") binds a name to another symbol")
+                sink.add("symbol-rename", t.line, f'_Pragma("{words[0]} ...") binds a name to another symbol')
         elif t.kind == "id" and t.text in ("__attribute__", "__attribute") and nxt.text == "(":
-            for x in toks[i + 2:_close(toks, i + 1)]:
+            for x in toks[i + 2 : _close(toks, i + 1)]:
                 if x.kind == "id" and x.text.strip("_") in SYMBOL_ATTRS:
-                    sink.add("symbol-rename", x.line, f"__attribute__(({x.text.strip('_')})) binds the declaration to another symbol or section")
-        elif t.kind == "id" and t.text in ("gnu", "__gnu__") and nxt.text == "::" and i + 2 < len(toks) and toks[i + 2].text.strip("_") in SYMBOL_ATTRS:
-            sink.add("symbol-rename", t.line, f"[[gnu::{toks[i + 2].text.strip('_')}]] binds the declaration to another symbol or section")
-        elif t.kind == "id" and INTERPOSED.match(t.text) and nxt.text == "(" and not skip[i] and not in_fn[i] \
-                and (in_c[i] or _extern_c_head(toks, i)):
+                    sink.add(
+                        "symbol-rename",
+                        x.line,
+                        f"__attribute__(({x.text.strip('_')})) binds the declaration to another symbol or section",
+                    )
+        elif (
+            t.kind == "id"
+            and t.text in ("gnu", "__gnu__")
+            and nxt.text == "::"
+            and i + 2 < len(toks)
+            and toks[i + 2].text.strip("_") in SYMBOL_ATTRS
+        ):
+            sink.add(
+                "symbol-rename",
+                t.line,
+                f"[[gnu::{toks[i + 2].text.strip('_')}]] binds the declaration to another symbol or section",
+            )
+        elif (
+            t.kind == "id"
+            and INTERPOSED.match(t.text)
+            and nxt.text == "("
+            and not skip[i]
+            and not in_fn[i]
+            and (in_c[i] or _extern_c_head(toks, i))
+        ):
             k = _close(toks, i + 1)
             m = k + 1
             while m < len(toks) and toks[m].text in _SPECIFIERS:
                 m += 1
             if m < len(toks) and toks[m].text == "{":
-                sink.add("symbol-rename", t.line, f'extern "C" {t.text}() defined here interposes the runtime\'s own function')
+                sink.add(
+                    "symbol-rename",
+                    t.line,
+                    f'extern "C" {t.text}() defined here interposes the runtime\'s own function',
+                )
 
 
 def _extern_c_head(toks: list[Tok], i: int) -> bool:

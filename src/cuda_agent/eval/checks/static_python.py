@@ -89,7 +89,11 @@ class _PyChecker:
                 else:
                     mods = [n.module or ""] + [f"{n.module}.{a.name}" for a in n.names]
                     if any(a.name == "*" for a in n.names) and (n.module or "").startswith("torch"):
-                        self.sink.add("torch-compute", n.lineno, f"`from {n.module} import *` hides which torch functions are called")
+                        self.sink.add(
+                            "torch-compute",
+                            n.lineno,
+                            f"`from {n.module} import *` hides which torch functions are called",
+                        )
             for m in mods:
                 rule = self._module_rule(m)
                 if rule:
@@ -100,8 +104,10 @@ class _PyChecker:
     def _name_rule(self, dotted: str) -> tuple[str, str] | None:
         """A forbidden meaning of a resolved dotted name anywhere in the file."""
         last = dotted.rsplit(".", 1)[-1]
+
         def under(prefixes: set[str]) -> bool:
             return any(dotted == p or dotted.startswith(p + ".") for p in prefixes)
+
         if under({"torch.nn.functional"}):
             return "nn-functional", f"{dotted} is torch.nn.functional"
         if under(STREAM_PY) or dotted in ("torch.cuda.Stream", "torch.cuda.stream"):
@@ -112,7 +118,9 @@ class _PyChecker:
             return "rng-state", f"{dotted} touches RNG state"
         if dotted in ("torch.compile",) or under({"torch.jit", "torch._dynamo", "torch._inductor", "torch.fx"}):
             return "torch-compiler", f"{dotted} hands the work to a compiler"
-        if last in SUBCLASS_NAMES or under({"torch.utils._python_dispatch", "torch.overrides", "torch._C._DisableTorchFunction"}):
+        if last in SUBCLASS_NAMES or under(
+            {"torch.utils._python_dispatch", "torch.overrides", "torch._C._DisableTorchFunction"}
+        ):
             return "tensor-subclass", f"{dotted} hooks tensor dispatch"
         if under(SYS_INTROSPECT):
             return "introspection", f"{dotted} reaches into the interpreter"
@@ -120,11 +128,15 @@ class _PyChecker:
             return "system-call", f"{dotted} is a namespace or privilege system call"
         if under({"torch.ops.load_library", "torch.classes.load_library", "torch.cuda.cudart"}):
             return "native-code", f"{dotted} loads native code"
-        if _low_precision(self.precision) and ((last in LOW_DTYPES and not _task_dtype_name(last)) or under(LOW_PRECISION_PY) or last in PRECISION_ATTRS):
+        if _low_precision(self.precision) and (
+            (last in LOW_DTYPES and not _task_dtype_name(last)) or under(LOW_PRECISION_PY) or last in PRECISION_ATTRS
+        ):
             return "lowered-precision", f"{dotted} lowers precision below {self.precision}"
         if self.precision in ("fp16", "bf16") and last in FP8_DTYPES and not _task_dtype_name(last):
             return "lowered-precision", f"{dotted} lowers precision below {self.precision}"
-        if dotted in ("torch.cuda.is_current_stream_capturing", "torch.cuda.Event") or under({"torch.profiler", "torch.autograd.profiler"}):
+        if dotted in ("torch.cuda.is_current_stream_capturing", "torch.cuda.Event") or under(
+            {"torch.profiler", "torch.autograd.profiler"}
+        ):
             return "timing-probe", f"{dotted} observes timing or capture"
         return None
 
@@ -156,7 +168,11 @@ class _PyChecker:
         elif isinstance(n, ast.ClassDef):
             for b in n.bases:
                 origin = ctx.resolve(b) or ""
-                if origin in ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase") or origin.endswith("TorchDispatchMode") or origin.endswith("TorchFunctionMode"):
+                if (
+                    origin in ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase")
+                    or origin.endswith("TorchDispatchMode")
+                    or origin.endswith("TorchFunctionMode")
+                ):
                     sink.add("tensor-subclass", n.lineno, f"class {n.name} subclasses {origin}")
                 if (isinstance(b, ast.Name) and b.id == "Model") or origin.endswith(".Model"):
                     sink.add("reference-model", n.lineno, f"class {n.name} subclasses Model")
@@ -172,8 +188,15 @@ class _PyChecker:
             self._flag(n.value.strip(), line)
         elif isinstance(n, ast.With):
             for item in n.items:
-                origin = ctx.resolve(item.context_expr.func if isinstance(item.context_expr, ast.Call) else item.context_expr) or ""
-                if origin in ("torch.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast") and _low_precision(self.precision):
+                origin = (
+                    ctx.resolve(
+                        item.context_expr.func if isinstance(item.context_expr, ast.Call) else item.context_expr
+                    )
+                    or ""
+                )
+                if origin in ("torch.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast") and _low_precision(
+                    self.precision
+                ):
                     sink.add("lowered-precision", line, "autocast")
 
     def _flag(self, flag: str, line: int | None) -> None:
@@ -225,19 +248,47 @@ class _PyChecker:
                     sink.add("monkey-patch", line, f"{fname} on module {target}")
                 else:
                     sink.add("dynamic-code", line, f"{fname} on module {target} hides which function is used")
-        if fname in ("__setattr__",) or (isinstance(n.func, ast.Attribute) and n.func.attr in ("__setattr__", "__delattr__") and n.args and ctx.resolve(n.args[0])):
+        if fname in ("__setattr__",) or (
+            isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("__setattr__", "__delattr__")
+            and n.args
+            and ctx.resolve(n.args[0])
+        ):
             sink.add("monkey-patch", line, "__setattr__ on a module")
-        if dotted in FILE_CALLS or OS_FILE.match(dotted) or dotted.startswith(("shutil.", "tempfile.", "pathlib.", "mmap.", "pickle.", "glob.", "os.path.expanduser")):
+        if (
+            dotted in FILE_CALLS
+            or OS_FILE.match(dotted)
+            or dotted.startswith(
+                ("shutil.", "tempfile.", "pathlib.", "mmap.", "pickle.", "glob.", "os.path.expanduser")
+            )
+        ):
             sink.add("file-access", line, f"{dotted}()")
         elif OS_PROCESS.match(dotted) or dotted.startswith(("subprocess.", "socket.", "urllib.", "http.", "requests.")):
             sink.add("process-network", line, f"{dotted}()")
-        elif dotted in ("os.getenv", "os.putenv", "os.unsetenv", "os.environ.get", "os.environ.setdefault", "os.environ.update", "os.environ.pop"):
+        elif dotted in (
+            "os.getenv",
+            "os.putenv",
+            "os.unsetenv",
+            "os.environ.get",
+            "os.environ.setdefault",
+            "os.environ.update",
+            "os.environ.pop",
+        ):
             sink.add("env-access", line, f"{dotted}()")
-        elif dotted.startswith("os.") and not dotted.startswith(("os.path.", "os.environ")) and dotted not in ("os.getpid", "os.cpu_count", "os.fspath", "os.sep"):
+        elif (
+            dotted.startswith("os.")
+            and not dotted.startswith(("os.path.", "os.environ"))
+            and dotted not in ("os.getpid", "os.cpu_count", "os.fspath", "os.sep")
+        ):
             sink.add("os-call", line, f"{dotted}()")
         elif dotted.startswith(("importlib.", "types.FunctionType", "types.CodeType")):
             sink.add("dynamic-code", line, f"{dotted}()")
-        if isinstance(n.func, ast.Attribute) and n.func.attr in ("half", "bfloat16") and not n.args and _low_precision(self.precision):
+        if (
+            isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("half", "bfloat16")
+            and not n.args
+            and _low_precision(self.precision)
+        ):
             sink.add("lowered-precision", line, f".{n.func.attr}() casts below {self.precision}")
         if isinstance(n.func, ast.Attribute) and n.func.attr in FILE_METHODS:
             sink.add("file-access", line, f".{n.func.attr}() touches files")
@@ -287,7 +338,9 @@ class _PyChecker:
                 if isinstance(f, ast.Name):
                     todo += [g for g in self.funcs.get(f.id, []) if g not in seen]
                     if f.id in self.classes:  # instantiating a helper class: its methods run
-                        todo += [m for m in self.classes[f.id].body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+                        todo += [
+                            m for m in self.classes[f.id].body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        ]
                 elif isinstance(f, ast.Attribute):
                     if isinstance(f.value, ast.Name) and f.value.id == "self" and f.attr in methods:
                         todo.append(methods[f.attr])
@@ -327,7 +380,17 @@ class _PyChecker:
                 origin = ctx.resolve(e.func) or ""
                 if origin.startswith("torch."):
                     return True
-                if isinstance(e.func, ast.Attribute) and e.func.attr in ("contiguous", "view", "reshape", "flatten", "squeeze", "unsqueeze", "view_as", "reshape_as", "detach"):
+                if isinstance(e.func, ast.Attribute) and e.func.attr in (
+                    "contiguous",
+                    "view",
+                    "reshape",
+                    "flatten",
+                    "squeeze",
+                    "unsqueeze",
+                    "view_as",
+                    "reshape_as",
+                    "detach",
+                ):
                     return is_tensor(e.func.value)
                 return False
             if isinstance(e, ast.Subscript):
@@ -343,7 +406,7 @@ class _PyChecker:
             for n in ast.walk(fn):
                 if isinstance(n, ast.Assign) and is_tensor(n.value):
                     for t in n.targets:
-                        for e in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                        for e in t.elts if isinstance(t, ast.Tuple) else [t]:
                             if isinstance(e, ast.Name):
                                 tensors.add(e.id)
                 if isinstance(n, ast.For) and isinstance(n.target, ast.Name):
@@ -377,7 +440,10 @@ class _PyChecker:
                 ops_ok = all(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for o in n.ops)
                 if not ops_ok and any(is_tensor(x) for x in [n.left, *n.comparators]):
                     sink.add("torch-compute", line, "tensor comparison")
-                if any(isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "data_ptr" for x in [n.left, *n.comparators]):
+                if any(
+                    isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "data_ptr"
+                    for x in [n.left, *n.comparators]
+                ):
                     sink.add("forward-state", line, "data_ptr comparison (output cache keyed on pointers?)")
             elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and is_tensor(n.value):
                 sink.add("torch-view", line, "tensor indexing")
@@ -411,7 +477,11 @@ class _PyChecker:
         if parts[:1] == ["self"] and len(parts) >= 2:
             kind = kinds.get(parts[1])
             if kind in ("nn", "model") and (len(parts) == 2 or parts[2] in ("forward", "__call__")):
-                sink.add("nn-submodule-call" if kind == "nn" else "reference-model", line, f"calls self.{parts[1]} ({kind} module)")
+                sink.add(
+                    "nn-submodule-call" if kind == "nn" else "reference-model",
+                    line,
+                    f"calls self.{parts[1]} ({kind} module)",
+                )
                 return 0
             if kind == "torch-fn" and len(parts) == 2:
                 sink.add("torch-compute", line, f"self.{parts[1]} is a torch function")
@@ -423,9 +493,18 @@ class _PyChecker:
             return 0
         if isinstance(f, ast.Attribute):
             m = f.attr
-            if isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name) and f.value.func.id == "super" and m in ("forward", "__call__"):
+            if (
+                isinstance(f.value, ast.Call)
+                and isinstance(f.value.func, ast.Name)
+                and f.value.func.id == "super"
+                and m in ("forward", "__call__")
+            ):
                 sink.add("reference-model", line, "super().forward runs the parent's forward")
-            elif m in TENSOR_COMPUTE or DUNDER_MATH.match(m) or (m.endswith("_") and not m.startswith("_") and m not in ALLOWED_INPLACE):
+            elif (
+                m in TENSOR_COMPUTE
+                or DUNDER_MATH.match(m)
+                or (m.endswith("_") and not m.startswith("_") and m not in ALLOWED_INPLACE)
+            ):
                 sink.add("torch-compute", line, f".{m}() computes with torch")
             elif m in TENSOR_VIEW:
                 sink.add("torch-view", line, f".{m}()")
@@ -447,7 +526,9 @@ def _cpp_strings(tree: ast.Module) -> list[tuple[str, int]]:
             if any(h in n.value for h in CPP_HINT):
                 out.append((n.value, n.lineno))
         elif isinstance(n, ast.JoinedStr):
-            text = "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else " 0 " for v in n.values)
+            text = "".join(
+                v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else " 0 " for v in n.values
+            )
             if any(h in text for h in CPP_HINT):
                 out.append((text, n.lineno))
     return out

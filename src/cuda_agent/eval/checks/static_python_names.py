@@ -12,16 +12,34 @@ import re
 from dataclasses import dataclass
 
 TORCH_ALLOWED_CALLS = {
-    "torch.empty", "torch.empty_like", "torch.empty_strided", "torch.zeros", "torch.zeros_like",
-    "torch.Size", "torch.device", "torch.is_tensor", "torch.no_grad", "torch.inference_mode",
-    "torch.finfo", "torch.iinfo", "torch.get_default_dtype", "torch.is_floating_point",
-    "torch.cuda.current_stream", "torch.cuda.current_device", "torch.cuda.is_available",
-    "torch.cuda.device", "torch.cuda.get_device_properties", "torch.cuda.device_count",
-    "torch.cuda.synchronize", "torch.nn.Parameter", "torch.utils.cpp_extension.load_inline",
+    "torch.empty",
+    "torch.empty_like",
+    "torch.empty_strided",
+    "torch.zeros",
+    "torch.zeros_like",
+    "torch.Size",
+    "torch.device",
+    "torch.is_tensor",
+    "torch.no_grad",
+    "torch.inference_mode",
+    "torch.finfo",
+    "torch.iinfo",
+    "torch.get_default_dtype",
+    "torch.is_floating_point",
+    "torch.cuda.current_stream",
+    "torch.cuda.current_device",
+    "torch.cuda.is_available",
+    "torch.cuda.device",
+    "torch.cuda.get_device_properties",
+    "torch.cuda.device_count",
+    "torch.cuda.synchronize",
+    "torch.nn.Parameter",
+    "torch.utils.cpp_extension.load_inline",
     "torch.utils.cpp_extension.load",
 }
 # tensor methods that compute (REJECT in forward); any name ending in "_" also counts
-TENSOR_COMPUTE = set("""
+TENSOR_COMPUTE = set(
+    """
 abs absolute acos acosh add addbmm addcdiv addcmul addmm addmv addr all allclose amax amin aminmax
 angle any argmax argmin argsort argwhere asin asinh atan atan2 atanh baddbmm bernoulli bincount
 bitwise_and bitwise_not bitwise_or bitwise_xor bmm ceil cholesky clamp clamp_max clamp_min clip
@@ -39,61 +57,231 @@ roll rot90 round rsqrt scatter scatter_add scatter_reduce sgn sigmoid sign signb
 slogdet softmax sort sqrt square std std_mean sub subtract sum sum_to_size svd take
 take_along_dim tan tanh tensordot tile topk trace trapz tril triu true_divide trunc unique
 unique_consecutive var var_mean vdot where xlogy hardtanh silu mish softplus
-""".split())
-TENSOR_VIEW = set("""
+""".split()
+)
+TENSOR_VIEW = set(
+    """
 t transpose permute expand expand_as narrow select as_strided chunk split tensor_split unbind unfold
 movedim swapaxes swapdims to cuda cpu float double int long short bool char byte type type_as item
 tolist numpy pin_memory masked_select index
-""".split())
+""".split()
+)
 ALLOWED_INPLACE = {"requires_grad_", "share_memory_"}
-DUNDER_MATH = re.compile(r"^__(r|i)?(add|sub|mul|matmul|truediv|floordiv|mod|pow|neg|pos|abs|and|or|xor|lshift|rshift|invert|lt|le|gt|ge|eq|ne)__$")
-LOW_DTYPES = {"float16", "half", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "complex32", "chalf"}
+DUNDER_MATH = re.compile(
+    r"^__(r|i)?(add|sub|mul|matmul|truediv|floordiv|mod|pow|neg|pos|abs|and|or|xor|lshift|rshift|invert|lt|le|gt|ge|eq|ne)__$"
+)
+LOW_DTYPES = {
+    "float16",
+    "half",
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "complex32",
+    "chalf",
+}
 FP8_DTYPES = {d for d in LOW_DTYPES if d.startswith("float8")}
-PRECISION_ATTRS = {"allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction", "fp32_precision", "set_float32_matmul_precision"}
+PRECISION_ATTRS = {
+    "allow_tf32",
+    "allow_fp16_reduced_precision_reduction",
+    "allow_bf16_reduced_precision_reduction",
+    "fp32_precision",
+    "set_float32_matmul_precision",
+}
 
 MODULE_RULES: dict[str, str] = {
-    "threading": "threads", "_thread": "threads", "multiprocessing": "threads", "concurrent": "threads",
-    "asyncio": "threads", "torch.multiprocessing": "threads", "sched": "threads", "signal": "threads",
-    "subprocess": "process-network", "socket": "process-network", "ssl": "process-network",
-    "urllib": "process-network", "urllib3": "process-network", "http": "process-network",
-    "requests": "process-network", "httpx": "process-network", "aiohttp": "process-network",
-    "ftplib": "process-network", "smtplib": "process-network", "xmlrpc": "process-network",
-    "webbrowser": "process-network", "pty": "process-network", "telnetlib": "process-network",
-    "ctypes": "native-code", "_ctypes": "native-code", "cffi": "native-code",
-    "gc": "introspection", "inspect": "introspection", "__main__": "introspection",
-    "importlib": "dynamic-code", "runpy": "dynamic-code", "marshal": "dynamic-code", "code": "dynamic-code",
-    "shutil": "file-access", "tempfile": "file-access", "mmap": "file-access", "glob": "file-access",
-    "pickle": "file-access", "shelve": "file-access",
+    "threading": "threads",
+    "_thread": "threads",
+    "multiprocessing": "threads",
+    "concurrent": "threads",
+    "asyncio": "threads",
+    "torch.multiprocessing": "threads",
+    "sched": "threads",
+    "signal": "threads",
+    "subprocess": "process-network",
+    "socket": "process-network",
+    "ssl": "process-network",
+    "urllib": "process-network",
+    "urllib3": "process-network",
+    "http": "process-network",
+    "requests": "process-network",
+    "httpx": "process-network",
+    "aiohttp": "process-network",
+    "ftplib": "process-network",
+    "smtplib": "process-network",
+    "xmlrpc": "process-network",
+    "webbrowser": "process-network",
+    "pty": "process-network",
+    "telnetlib": "process-network",
+    "ctypes": "native-code",
+    "_ctypes": "native-code",
+    "cffi": "native-code",
+    "gc": "introspection",
+    "inspect": "introspection",
+    "__main__": "introspection",
+    "importlib": "dynamic-code",
+    "runpy": "dynamic-code",
+    "marshal": "dynamic-code",
+    "code": "dynamic-code",
+    "shutil": "file-access",
+    "tempfile": "file-access",
+    "mmap": "file-access",
+    "glob": "file-access",
+    "pickle": "file-access",
+    "shelve": "file-access",
     "random": "rng-state",
     "cuda_agent": "import-cuda-agent",
     "model": "reference-model",
     "torch.nn.functional": "nn-functional",
-    "torch._dynamo": "torch-compiler", "torch._inductor": "torch-compiler", "torch.jit": "torch-compiler",
-    "torch.utils._python_dispatch": "tensor-subclass", "torch.overrides": "tensor-subclass",
+    "torch._dynamo": "torch-compiler",
+    "torch._inductor": "torch-compiler",
+    "torch.jit": "torch-compiler",
+    "torch.utils._python_dispatch": "tensor-subclass",
+    "torch.overrides": "tensor-subclass",
 }
 THIRD_PARTY_PY = {
-    "triton", "cupy", "pycuda", "numba", "jax", "tensorflow", "cutlass", "cuda", "apex", "xformers",
-    "flash_attn", "transformer_engine", "deepspeed", "liger_kernel", "tilelang", "warp", "taichi",
-    "torchao", "bitsandbytes", "thunderkittens", "cuequivariance", "nvmath", "cuda_core", "tvm",
+    "triton",
+    "cupy",
+    "pycuda",
+    "numba",
+    "jax",
+    "tensorflow",
+    "cutlass",
+    "cuda",
+    "apex",
+    "xformers",
+    "flash_attn",
+    "transformer_engine",
+    "deepspeed",
+    "liger_kernel",
+    "tilelang",
+    "warp",
+    "taichi",
+    "torchao",
+    "bitsandbytes",
+    "thunderkittens",
+    "cuequivariance",
+    "nvmath",
+    "cuda_core",
+    "tvm",
 }
 LOW_PRECISION_PY = {"torch.autocast", "torch.cuda.amp", "torch.amp", "torch.set_float32_matmul_precision"}
-TIMING_PY = {"time", "timeit", "torch.cuda.Event", "torch.profiler", "torch.cuda.is_current_stream_capturing", "torch.autograd.profiler"}
-STREAM_PY = {"torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.set_stream", "torch.cuda.ExternalStream", "torch.cuda.StreamContext", "torch.Stream"}
+TIMING_PY = {
+    "time",
+    "timeit",
+    "torch.cuda.Event",
+    "torch.profiler",
+    "torch.cuda.is_current_stream_capturing",
+    "torch.autograd.profiler",
+}
+STREAM_PY = {
+    "torch.cuda.Stream",
+    "torch.cuda.stream",
+    "torch.cuda.set_stream",
+    "torch.cuda.ExternalStream",
+    "torch.cuda.StreamContext",
+    "torch.Stream",
+}
 GRAPH_PY = {"torch.cuda.CUDAGraph", "torch.cuda.graph", "torch.cuda.graphs", "torch.cuda.make_graphed_callables"}
-RNG_PY = {"torch.manual_seed", "torch.seed", "torch.initial_seed", "torch.get_rng_state", "torch.set_rng_state", "torch.Generator", "torch.random", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.cuda.seed", "torch.cuda.seed_all", "torch.cuda.initial_seed", "torch.cuda.get_rng_state", "torch.cuda.set_rng_state", "torch.cuda.get_rng_state_all", "torch.cuda.set_rng_state_all", "torch.cuda.random", "numpy.random"}
-SUBCLASS_NAMES = {"__torch_function__", "__torch_dispatch__", "_make_subclass", "_make_wrapper_subclass", "TorchDispatchMode", "TorchFunctionMode", "_DisableTorchDispatch"}
-FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "f_code", "f_builtins", "gi_frame", "cr_frame", "ag_frame", "tb_frame", "tb_next", "__globals__", "__closure__", "__code__", "__builtins__", "__subclasses__"}
-SYS_INTROSPECT = {"sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "sys.modules", "sys.meta_path", "sys.path_hooks", "sys.addaudithook", "sys.exc_info", "sys.exception", "sys.last_value", "sys.monitoring"}
+RNG_PY = {
+    "torch.manual_seed",
+    "torch.seed",
+    "torch.initial_seed",
+    "torch.get_rng_state",
+    "torch.set_rng_state",
+    "torch.Generator",
+    "torch.random",
+    "torch.cuda.manual_seed",
+    "torch.cuda.manual_seed_all",
+    "torch.cuda.seed",
+    "torch.cuda.seed_all",
+    "torch.cuda.initial_seed",
+    "torch.cuda.get_rng_state",
+    "torch.cuda.set_rng_state",
+    "torch.cuda.get_rng_state_all",
+    "torch.cuda.set_rng_state_all",
+    "torch.cuda.random",
+    "numpy.random",
+}
+SUBCLASS_NAMES = {
+    "__torch_function__",
+    "__torch_dispatch__",
+    "_make_subclass",
+    "_make_wrapper_subclass",
+    "TorchDispatchMode",
+    "TorchFunctionMode",
+    "_DisableTorchDispatch",
+}
+FRAME_ATTRS = {
+    "f_back",
+    "f_locals",
+    "f_globals",
+    "f_code",
+    "f_builtins",
+    "gi_frame",
+    "cr_frame",
+    "ag_frame",
+    "tb_frame",
+    "tb_next",
+    "__globals__",
+    "__closure__",
+    "__code__",
+    "__builtins__",
+    "__subclasses__",
+}
+SYS_INTROSPECT = {
+    "sys._getframe",
+    "sys._current_frames",
+    "sys.settrace",
+    "sys.setprofile",
+    "sys.modules",
+    "sys.meta_path",
+    "sys.path_hooks",
+    "sys.addaudithook",
+    "sys.exc_info",
+    "sys.exception",
+    "sys.last_value",
+    "sys.monitoring",
+}
 OS_PROCESS = re.compile(r"^os\.(system|popen|exec\w*|spawn\w*|fork\w*|posix_spawn\w*|kill\w*|wait\w*)$")
-OS_FILE = re.compile(r"^os\.(open|read|write|pread|pwrite|fdopen|dup2?|pipe2?|remove|unlink|rename|replace|listdir|scandir|walk|mkdir|makedirs|rmdir|chmod|chown|symlink|link|truncate|ftruncate|sendfile|memfd_create|readlink|stat|lstat|utime|mkfifo|access|chdir)$")
-FILE_CALLS = {"open", "io.open", "torch.load", "torch.save", "numpy.load", "numpy.save", "numpy.fromfile", "numpy.loadtxt", "numpy.savetxt", "numpy.memmap", "io.FileIO", "pathlib.Path", "pathlib.PosixPath"}
-FILE_METHODS = {"read_text", "write_text", "read_bytes", "write_bytes", "tofile", "touch", "unlink", "symlink_to", "hardlink_to"}
+OS_FILE = re.compile(
+    r"^os\.(open|read|write|pread|pwrite|fdopen|dup2?|pipe2?|remove|unlink|rename|replace|listdir|scandir|walk|mkdir|makedirs|rmdir|chmod|chown|symlink|link|truncate|ftruncate|sendfile|memfd_create|readlink|stat|lstat|utime|mkfifo|access|chdir)$"
+)
+FILE_CALLS = {
+    "open",
+    "io.open",
+    "torch.load",
+    "torch.save",
+    "numpy.load",
+    "numpy.save",
+    "numpy.fromfile",
+    "numpy.loadtxt",
+    "numpy.savetxt",
+    "numpy.memmap",
+    "io.FileIO",
+    "pathlib.Path",
+    "pathlib.PosixPath",
+}
+FILE_METHODS = {
+    "read_text",
+    "write_text",
+    "read_bytes",
+    "write_bytes",
+    "tofile",
+    "touch",
+    "unlink",
+    "symlink_to",
+    "hardlink_to",
+}
 DYNAMIC_BUILTINS = {"eval", "exec", "compile", "__import__", "breakpoint"}
 INTROSPECT_BUILTINS = {"globals", "locals", "vars"}
 EXT_LOADERS = {"torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load"}
 NN_NOT_MODULES = {"Parameter", "ParameterList", "ParameterDict", "Buffer"}
 CPP_HINT = ("#include", "__global__", "torch::", "at::", 'extern "C"', "<<<", "cudaStream", "cublas", "PYBIND11")
-BAD_LDLIBS = re.compile(r"^-l(curand|cufft\w*|cusparse\w*|cusolver\w*|nccl|cutensor\w*|npp\w*|nvrtc\w*|cutlass\w*|nvJitLink)$")
+BAD_LDLIBS = re.compile(
+    r"^-l(curand|cufft\w*|cusparse\w*|cusolver\w*|nccl|cutensor\w*|npp\w*|nvrtc\w*|cutlass\w*|nvJitLink)$"
+)
 
 
 def _chain(node: ast.AST) -> list[str] | None:
@@ -122,7 +310,24 @@ class _Ctx:
             return None
         head = self.aliases.get(parts[0])
         if head is None:
-            if parts[0] in ("open", "eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr", "globals", "locals", "vars", "breakpoint") and parts[0] not in self.defined:
+            if (
+                parts[0]
+                in (
+                    "open",
+                    "eval",
+                    "exec",
+                    "compile",
+                    "__import__",
+                    "getattr",
+                    "setattr",
+                    "delattr",
+                    "globals",
+                    "locals",
+                    "vars",
+                    "breakpoint",
+                )
+                and parts[0] not in self.defined
+            ):
                 return ".".join(parts)
             return None
         return ".".join([head] + parts[1:])
@@ -133,7 +338,11 @@ def _docstring_nodes(tree: ast.AST) -> set[int]:
     for n in ast.walk(tree):
         if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body:
             first = n.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 ids.add(id(first.value))
     return ids
 
@@ -180,7 +389,11 @@ def _self_attr_kinds(cls: ast.ClassDef, ctx: _Ctx) -> dict[str, str]:
     """self.<attr> -> 'nn' (an nn module), 'torch-fn', 'ext', 'model' or 'other', from every method."""
     kinds: dict[str, str] = {}
     for n in ast.walk(cls):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("register_buffer", "register_parameter"):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("register_buffer", "register_parameter")
+        ):
             if n.args and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str):
                 kinds[n.args[0].value] = "tensor"
         if not isinstance(n, ast.Assign):
@@ -200,7 +413,11 @@ def _value_kind(val: ast.AST, ctx: _Ctx) -> str:
             return "nn"
         if origin.startswith("torch."):
             return "tensor"
-        if origin.endswith(".Model") or origin == "model.Model" or (isinstance(val.func, ast.Name) and val.func.id == "Model"):
+        if (
+            origin.endswith(".Model")
+            or origin == "model.Model"
+            or (isinstance(val.func, ast.Name) and val.func.id == "Model")
+        ):
             return "model"
         return "other"
     parts = _chain(val)
@@ -212,6 +429,19 @@ def _value_kind(val: ast.AST, ctx: _Ctx) -> str:
     return "other"
 
 
-SYSCALL_PY = {"os.unshare", "os.setns", "os.pidfd_open", "os.setuid", "os.setgid", "os.setresuid", "os.setresgid",
-              "os.seteuid", "os.setegid", "os.setgroups", "os.chroot", "os.sched_setaffinity", "resource.setrlimit",
-              "resource.prlimit"}
+SYSCALL_PY = {
+    "os.unshare",
+    "os.setns",
+    "os.pidfd_open",
+    "os.setuid",
+    "os.setgid",
+    "os.setresuid",
+    "os.setresgid",
+    "os.seteuid",
+    "os.setegid",
+    "os.setgroups",
+    "os.chroot",
+    "os.sched_setaffinity",
+    "resource.setrlimit",
+    "resource.prlimit",
+}

@@ -66,12 +66,16 @@ INSTEAD = "bind plain functions over tensors and scalars; declare nothing under 
 # Python-facing by name: the interpreter's C API (every one of its symbols carries the prefix)
 PY_SYMBOL = re.compile(r"^_?Py[A-Z_]")
 # never referenced by an honest object: the loader's lookup and internals, page protection, raw syscalls
-DENIED = re.compile(r"^(dlsym|dlvsym|dlopen|dlmopen|dlclose|dlerror|dlinfo|dladdr1?|dl_iterate_phdr|_dl_\w+|__dl_\w+"
-                    r"|__libc_dl\w+|_r_debug|getauxval|__getauxval|mprotect|pkey_mprotect|syscall|process_vm_writev"
-                    r"|ptrace|__real_\w+)$")
+DENIED = re.compile(
+    r"^(dlsym|dlvsym|dlopen|dlmopen|dlclose|dlerror|dlinfo|dladdr1?|dl_iterate_phdr|_dl_\w+|__dl_\w+"
+    r"|__libc_dl\w+|_r_debug|getauxval|__getauxval|mprotect|pkey_mprotect|syscall|process_vm_writev"
+    r"|ptrace|__real_\w+)$"
+)
 # never defined by a candidate: a global definition of one of these interposes the runtime's own
-INTERPOSED = re.compile(rf"^({CUDA_API}|_?Py(?!Init_)[A-Z_]\w*|dl(open|mopen|sym|vsym|close|error|addr1?|info"
-                        r"|iterate_phdr)|__libc_\w+|_dl_\w+|__wrap_\w+)$")
+INTERPOSED = re.compile(
+    rf"^({CUDA_API}|_?Py(?!Init_)[A-Z_]\w*|dl(open|mopen|sym|vsym|close|error|addr1?|info"
+    r"|iterate_phdr)|__libc_\w+|_dl_\w+|__wrap_\w+)$"
+)
 
 # A binding as an honest candidate may write it: the argument and return types pybind11 and torch
 # convert, argument options, overloads, lambdas and torch's error-translating wrapper. Not dicts:
@@ -197,6 +201,7 @@ LAYOUTS = tuple(BUILTIN)
 # ELF symbol tables
 # ---------------------------------------------------------------------------------------------
 
+
 class ElfError(ValueError):
     """Not an ELF file this reader understands (64-bit little-endian), or a damaged one."""
 
@@ -219,7 +224,7 @@ def elf_symbols(path: Path, *, dynamic: bool = False) -> tuple[frozenset[str], f
 def _read_symbols(m: mmap.mmap, size: int, want: int, name: str) -> tuple[frozenset[str], frozenset[str]]:
     if m[:4] != b"\x7fELF" or m[4] != 2 or m[5] != 1:
         raise ElfError(f"{name}: not a 64-bit little-endian ELF file")
-    shoff, = struct.unpack_from("<Q", m, 0x28)
+    (shoff,) = struct.unpack_from("<Q", m, 0x28)
     shentsize, shnum, _ = struct.unpack_from("<HHH", m, 0x3A)
     if shentsize != 64:
         raise ElfError(f"{name}: unexpected section header size {shentsize}")
@@ -249,7 +254,7 @@ def _read_symbols(m: mmap.mmap, size: int, want: int, name: str) -> tuple[frozen
             if not st_name or st_name >= str_size:
                 continue
             end = m.find(b"\0", str_off + st_name, str_off + str_size)
-            sym = m[str_off + st_name:end if end >= 0 else str_off + str_size].decode("utf-8", "replace")
+            sym = m[str_off + st_name : end if end >= 0 else str_off + str_size].decode("utf-8", "replace")
             sym = sym.split("@", 1)[0]
             if st_shndx == 0:
                 undefined.add(sym)
@@ -298,6 +303,7 @@ def python_facing(names: Iterable[str], bridge: frozenset[str]) -> set[str]:
 # the allowlist derived from the pristine infrastructure
 # ---------------------------------------------------------------------------------------------
 
+
 def _allow_key(tc: toolchain_mod.Toolchain) -> str:
     from cuda_agent.task.workspace import template_text
 
@@ -325,7 +331,9 @@ def derive(cache_dir: Path, *, arch: str, deadline: float) -> dict[str, frozense
     return {layout: frozenset(data[layout]) for layout in LAYOUTS}
 
 
-def _derive_into(out: Path, root: Path, objdir: Path, tc: toolchain_mod.Toolchain, template_text, deadline: float) -> None:  # noqa: ANN001
+def _derive_into(
+    out: Path, root: Path, objdir: Path, tc: toolchain_mod.Toolchain, template_text, deadline: float
+) -> None:  # noqa: ANN001
     from concurrent.futures import ThreadPoolExecutor
 
     (root / "kernels").mkdir(parents=True, exist_ok=True)
@@ -336,11 +344,15 @@ def _derive_into(out: Path, root: Path, objdir: Path, tc: toolchain_mod.Toolchai
     units = [root / "binding.cpp", root / "kernels" / "probe_binding.cpp"]
 
     def compile_one(src: Path) -> Path:
-        obj = objdir / f"{toolchain_mod._unit_key(tc, src, root)}.o"  # the build's own key: binding.cpp's object is shared
+        obj = (
+            objdir / f"{toolchain_mod._unit_key(tc, src, root)}.o"
+        )  # the build's own key: binding.cpp's object is shared
         if obj.exists():
             return obj
         tmp = obj.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.o")
-        r = toolchain_mod._run_compiler(tc.cxx_cmd(src, tmp, root), timeout=max(deadline - time.monotonic(), 60), cwd=root)
+        r = toolchain_mod._run_compiler(
+            tc.cxx_cmd(src, tmp, root), timeout=max(deadline - time.monotonic(), 60), cwd=root
+        )
         if r.returncode != 0:
             tmp.unlink(missing_ok=True)
             raise RuntimeError(f"the symbol probe {src.name} did not build: {r.output.strip()[-300:]}")
@@ -353,7 +365,9 @@ def _derive_into(out: Path, root: Path, objdir: Path, tc: toolchain_mod.Toolchai
     ws = python_facing(object_symbols(probe)[0], bridge)
     single = ws | python_facing(object_symbols(pristine)[0], bridge)
     tmp_out = out.with_suffix(f".{os.getpid()}.tmp")
-    tmp_out.write_text(json.dumps({"workspace": sorted(ws), "single_file": sorted(single), "toolchain": tc.versions}, indent=0))
+    tmp_out.write_text(
+        json.dumps({"workspace": sorted(ws), "single_file": sorted(single), "toolchain": tc.versions}, indent=0)
+    )
     os.replace(tmp_out, out)
 
 
@@ -361,8 +375,16 @@ def _derive_into(out: Path, root: Path, objdir: Path, tc: toolchain_mod.Toolchai
 # the check
 # ---------------------------------------------------------------------------------------------
 
-def check(objects: Iterable[tuple[str, str, Path]], layout: str, *, cache_dir: Path | None, arch: str,
-          deadline: float, allowed: frozenset[str] | None = None) -> list[Finding]:
+
+def check(
+    objects: Iterable[tuple[str, str, Path]],
+    layout: str,
+    *,
+    cache_dir: Path | None,
+    arch: str,
+    deadline: float,
+    allowed: frozenset[str] | None = None,
+) -> list[Finding]:
     """REJECT findings for candidate objects given as (source file for the finding, the unit's name in
     its message, object path). `allowed` replaces the allowlist (tests); otherwise BUILTIN[layout], then
     the derived set where an object needs more (not derived without a `cache_dir`)."""
@@ -375,8 +397,14 @@ def check(objects: Iterable[tuple[str, str, Path]], layout: str, *, cache_dir: P
         try:
             undefined, defined = object_symbols(path)
         except (OSError, ElfError) as e:
-            out.append(Finding(RULE, f"{shown}: its compiled object cannot be read ({e}); instead: {INSTEAD}",
-                               Severity.REJECT, file))
+            out.append(
+                Finding(
+                    RULE,
+                    f"{shown}: its compiled object cannot be read ({e}); instead: {INSTEAD}",
+                    Severity.REJECT,
+                    file,
+                )
+            )
             continue
         extra = python_facing(undefined, bridge) - base
         if extra and allowed is None and derived is None and not why_not:
@@ -401,9 +429,17 @@ def check(objects: Iterable[tuple[str, str, Path]], layout: str, *, cache_dir: P
             problems.append(f"defines {_names(interposed)} (a function of the CUDA runtime, Python or the loader)")
         if problems:
             refs = [p for p in problems if not p.startswith("defines ")]
-            text = "; ".join((["references " + "; ".join(refs)] if refs else []) + [p for p in problems if p.startswith("defines ")])
-            out.append(Finding(RULE, f"{shown}: its compiled object {text}, whatever its source called them; instead: {INSTEAD}",
-                               Severity.REJECT, file))
+            text = "; ".join(
+                (["references " + "; ".join(refs)] if refs else []) + [p for p in problems if p.startswith("defines ")]
+            )
+            out.append(
+                Finding(
+                    RULE,
+                    f"{shown}: its compiled object {text}, whatever its source called them; instead: {INSTEAD}",
+                    Severity.REJECT,
+                    file,
+                )
+            )
     return out
 
 

@@ -105,9 +105,13 @@ def _weight_buffers(numels: list[int | None], device: torch.device, digest: str 
         elif digest == "rank1" and n >= RANK1_MIN:
             width = rank1_width(n)
             rows = n // width
-            out.append(Rank1(torch.empty((width, DIGESTS_PER_OUTPUT), device=device),
-                             torch.empty((rows, DIGESTS_PER_OUTPUT), device=device),
-                             torch.empty((DIGESTS_PER_OUTPUT, n - rows * width), device=device)))
+            out.append(
+                Rank1(
+                    torch.empty((width, DIGESTS_PER_OUTPUT), device=device),
+                    torch.empty((rows, DIGESTS_PER_OUTPUT), device=device),
+                    torch.empty((DIGESTS_PER_OUTPUT, n - rows * width), device=device),
+                )
+            )
         else:
             out.append(torch.empty((DIGESTS_PER_OUTPUT, n), device=device))
     return out
@@ -141,7 +145,7 @@ def _digest_into(outs: list[Any], weights: list[Any], row: torch.Tensor) -> None
         x = _flat(t)
         if x.numel() != _numel_of(w):
             continue
-        dst = row[DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)]
+        dst = row[DIGESTS_PER_OUTPUT * j : DIGESTS_PER_OUTPUT * (j + 1)]
         if isinstance(w, Rank1):
             width = int(w.w.shape[0])
             main = int(w.v.shape[0]) * width
@@ -203,8 +207,11 @@ def compiled_or_model(st: State, mode: str) -> Any:
         if st.role != "reference":
             raise PermissionError("only the reference times the extra baselines")
         if mode not in st.extra_baselines:
-            st.extra_baselines[mode] = (torch.compile(st.model, mode="max-autotune-no-cudagraphs") if mode == "max-autotune"
-                                     else GraphReplay(st.model))
+            st.extra_baselines[mode] = (
+                torch.compile(st.model, mode="max-autotune-no-cudagraphs")
+                if mode == "max-autotune"
+                else GraphReplay(st.model)
+            )
         return st.extra_baselines[mode]
     return st.model
 
@@ -266,8 +273,9 @@ def cmd_warm(st: State, req: P.Warm) -> dict[str, Any]:
         if st.role != "reference":
             raise PermissionError("the loop burst runs in the reference")
         with torch.no_grad():
-            st.loop_outs = [t.clone() if isinstance(t, torch.Tensor) else t
-                            for t in flatten(st.model(*make_inputs(st, req.seed)))]
+            st.loop_outs = [
+                t.clone() if isinstance(t, torch.Tensor) else t for t in flatten(st.model(*make_inputs(st, req.seed)))
+            ]
         sync(st)
         return {}
     fn = compiled_or_model(st, req.mode)
@@ -310,9 +318,16 @@ def _capture(st: State, plan: Plan) -> str | None:
     return None
 
 
-def _sequence_digests(st: State, fn: Callable[..., Any], salt: int, k: int, replays: int,
-                      numels: list[int | None], only: set[int] | None = None,
-                      digest: str = "dense") -> tuple[torch.Tensor, list[list[Any]]]:
+def _sequence_digests(
+    st: State,
+    fn: Callable[..., Any],
+    salt: int,
+    k: int,
+    replays: int,
+    numels: list[int | None],
+    only: set[int] | None = None,
+    digest: str = "dense",
+) -> tuple[torch.Tensor, list[list[Any]]]:
     """The salt's sequence run eagerly: digests of every call (or of `only`), and those calls' outputs."""
     seed_all(salt)
     weights = _weight_buffers(numels, st.device, digest)
@@ -365,10 +380,12 @@ def _run(st: State, plan: Plan, salt: int, replays: int) -> torch.Tensor:
         out = torch.empty((replays * plan.k, WIDTH), device=st.device)
         for r in range(replays):
             plan.graph.replay()
-            out[r * plan.k:(r + 1) * plan.k].copy_(plan.digests)
+            out[r * plan.k : (r + 1) * plan.k].copy_(plan.digests)
         return out
     out = torch.full((replays * plan.k, WIDTH), float("nan"), device=st.device)
-    loop = Plan(plan.fn, replays * plan.k, plan.numels, plan.weights, flush=plan.flush, digest=plan.digest, cold=plan.cold)
+    loop = Plan(
+        plan.fn, replays * plan.k, plan.numels, plan.weights, flush=plan.flush, digest=plan.digest, cold=plan.cold
+    )
     _body(st, loop, out)
     return out
 
@@ -404,6 +421,8 @@ def cmd_digests(st: State, req: P.Digests) -> dict[str, Any]:
         for r, outs in enumerate(kept):
             for j, t in enumerate(outs[:MAX_OUTPUTS]):
                 if isinstance(t, torch.Tensor):
-                    scales[r, DIGESTS_PER_OUTPUT * j: DIGESTS_PER_OUTPUT * (j + 1)] = _tolerance_scale(t, req.atol, req.rtol)
+                    scales[r, DIGESTS_PER_OUTPUT * j : DIGESTS_PER_OUTPUT * (j + 1)] = _tolerance_scale(
+                        t, req.atol, req.rtol
+                    )
         n_out = len(numels)
         return {"digests": _rows(rows, n_out), "scales": _rows(scales, n_out)}

@@ -38,6 +38,7 @@ timed outputs is checked independently. Ops issued from a thread other than
 the forward's are not logged (the thread census covers threads that outlive
 the call; a thread that starts and finishes inside the call is not seen).
 """
+
 from __future__ import annotations
 
 import os
@@ -71,7 +72,9 @@ class OpLog(TorchDispatchMode):
         super().__init__()
         self.ops: Counter[str] = Counter()
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         out = func(*args, **(kwargs or {}))
         name = func._schema.name
         if name in COPIES:

@@ -213,9 +213,7 @@ def _run_one(st: State, fn: Any, inputs: list[Any]) -> tuple[list[Any], bool]:
         with torch.no_grad():
             outs = flatten(fn(*inputs))
     sync(st)
-    mutated = any(
-        isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, snapshot, strict=True)
-    )
+    mutated = any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, snapshot, strict=True))
     return outs, mutated
 
 
@@ -277,7 +275,9 @@ def cmd_compare(st: State, req: P.Compare) -> dict[str, Any]:
             raise TensorFileError("the output file is a link or not a regular file")
         out = load_tensors(req.file, req.max_bytes, st.staging, st.device) if os.path.exists(req.file) else []
     except (TensorFileError, OSError) as e:
-        return {"check": asdict(CheckRecord(label=req.label, passed=False, message=f"outputs could not be read back: {e}"))}
+        return {
+            "check": asdict(CheckRecord(label=req.label, passed=False, message=f"outputs could not be read back: {e}"))
+        }
     finally:
         try:
             if os.path.lexists(req.file):
@@ -294,8 +294,10 @@ def _hijack_stats(stats: dict[str, Any]) -> dict[str, Any]:
     f = float(hijack().get("fake_time", "1"))
     if f == 1:
         return stats
-    return {k: (v * f if k in ("median_ms", "mean_ms", "min_ms", "probe_ms", "enqueue_ms") and v is not None else v)
-            for k, v in stats.items()}
+    return {
+        k: (v * f if k in ("median_ms", "mean_ms", "min_ms", "probe_ms", "enqueue_ms") and v is not None else v)
+        for k, v in stats.items()
+    }
 
 
 def cmd_time(st: State, req: P.Time) -> dict[str, Any]:
@@ -308,10 +310,19 @@ def cmd_time(st: State, req: P.Time) -> dict[str, Any]:
     before = thread_ids() if st.guard else set()
     t0 = time.perf_counter()
     stats, last = time_calls(
-        fn, input_sets, clock="cuda" if st.device.type == "cuda" else "host", n_warmup=req.n_warmup, n_timed=req.n_timed,
-        max_cv=req.max_cv, max_rounds=req.max_rounds, before_call=lambda: poison(st),
-        fresh_inputs=fresh, checked=req.checked if req.out_dir else [], kept=kept,
-        sync_before_end=req.sync_before_end, spread=req.spread,
+        fn,
+        input_sets,
+        clock="cuda" if st.device.type == "cuda" else "host",
+        n_warmup=req.n_warmup,
+        n_timed=req.n_timed,
+        max_cv=req.max_cv,
+        max_rounds=req.max_rounds,
+        before_call=lambda: poison(st),
+        fresh_inputs=fresh,
+        checked=req.checked if req.out_dir else [],
+        kept=kept,
+        sync_before_end=req.sync_before_end,
+        spread=req.spread,
     )
     reply: dict[str, Any] = {"stats": _hijack_stats(stats) if st.role == "candidate" else stats, "outputs": []}
     # where the request's seconds went (the whole request holds the GPU alone in the parent)
@@ -346,8 +357,17 @@ def cmd_controls(st: State, req: P.Controls) -> dict[str, Any]:
         raise PermissionError("controls run in the reference process only")
     from cuda_agent.eval.checks.negative_controls import run_controls
 
-    return {"controls": run_controls(lambda s: make_inputs(st, s), st.model, req.seeds, req.fixed_seed,
-                                     atol=req.atol, rtol=req.rtol, device=st.device.type)}
+    return {
+        "controls": run_controls(
+            lambda s: make_inputs(st, s),
+            st.model,
+            req.seeds,
+            req.fixed_seed,
+            atol=req.atol,
+            rtol=req.rtol,
+            device=st.device.type,
+        )
+    }
 
 
 def cmd_bandwidth(st: State, req: P.Bandwidth) -> dict[str, Any]:
@@ -359,9 +379,18 @@ def cmd_bandwidth(st: State, req: P.Bandwidth) -> dict[str, Any]:
     return {"bytes_per_s": 2 * src.numel() * 4 / best if best > 0 else None}
 
 
-HANDLERS: dict[str, Any] = {"setup": cmd_setup, "run": cmd_run, "time": cmd_time, "compare": cmd_compare,
-                            "controls": cmd_controls, "bandwidth": cmd_bandwidth, "burst": cmd_burst, "digests": cmd_digests,
-                            "warm": cmd_warm, "prepare": cmd_prepare}
+HANDLERS: dict[str, Any] = {
+    "setup": cmd_setup,
+    "run": cmd_run,
+    "time": cmd_time,
+    "compare": cmd_compare,
+    "controls": cmd_controls,
+    "bandwidth": cmd_bandwidth,
+    "burst": cmd_burst,
+    "digests": cmd_digests,
+    "warm": cmd_warm,
+    "prepare": cmd_prepare,
+}
 
 
 def _is_cuda_error(e: BaseException) -> bool:
@@ -390,9 +419,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fd-in", type=int, required=True)
     ap.add_argument("--fd-out", type=int, required=True)
     ap.add_argument("--warm-cuda", action="store_true", help="start CUDA before the first command")
-    ap.add_argument("--warm-oplog", action="store_true", help="pay the op log's first-use cost before the first command")
-    ap.add_argument("--warm-cuda-on-go", action="store_true",
-                    help="say 'imported' once started, then start CUDA when the first command is warm_cuda")
+    ap.add_argument(
+        "--warm-oplog", action="store_true", help="pay the op log's first-use cost before the first command"
+    )
+    ap.add_argument(
+        "--warm-cuda-on-go",
+        action="store_true",
+        help="say 'imported' once started, then start CUDA when the first command is warm_cuda",
+    )
     a = ap.parse_args(argv)
     if a.warm_cuda:
         _warm_cuda(a.role)  # overlaps the parent's build
@@ -428,8 +462,12 @@ def main(argv: list[str] | None = None) -> int:
             reply["ok"] = True
         except BaseException as e:  # noqa: BLE001 - everything the candidate raises is data
             tb = "".join(traceback.format_exception(e))
-            reply = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000], "traceback": tb[-4000:],
-                     "cuda_error": _is_cuda_error(e)}
+            reply = {
+                "ok": False,
+                "error": f"{type(e).__name__}: {e}"[:2000],
+                "traceback": tb[-4000:],
+                "cuda_error": _is_cuda_error(e),
+            }
         os.write(a.fd_out, (json.dumps(reply) + "\n").encode())
     return 0
 

@@ -58,17 +58,24 @@ def ceilings() -> dict[str, Any]:
     copy_ms = _best_ms(lambda d=dst, s=src: d.copy_(s), 10)
     del src, dst
     gemm: dict[str, float] = {}
-    for name, dtype, size in (("fp32", torch.float32, 4096), ("bf16", torch.bfloat16, 8192), ("fp16", torch.float16, 8192)):
+    for name, dtype, size in (
+        ("fp32", torch.float32, 4096),
+        ("bf16", torch.bfloat16, 8192),
+        ("fp16", torch.float16, 8192),
+    ):
         a = torch.randn(size, size, device="cuda", dtype=dtype)
         b = torch.randn(size, size, device="cuda", dtype=dtype)
         torch.mm(a, b)
         ms = _best_ms(lambda a=a, b=b: torch.mm(a, b), 5)
-        gemm[name] = 2 * size ** 3 / (ms * 1e-3)
+        gemm[name] = 2 * size**3 / (ms * 1e-3)
         del a, b
     torch.cuda.empty_cache()
-    return {"copy_bytes_per_s": 2 * n * 4 / (copy_ms * 1e-3), "gemm_flops_per_s": gemm,
-            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "how": "1 GiB fp32 copy best of 10; GEMM fp32 (TF32 off) 4096^3, bf16/fp16 8192^3, best of 5"}
+    return {
+        "copy_bytes_per_s": 2 * n * 4 / (copy_ms * 1e-3),
+        "gemm_flops_per_s": gemm,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "how": "1 GiB fp32 copy best of 10; GEMM fp32 (TF32 off) 4096^3, bf16/fp16 8192^3, best of 5",
+    }
 
 
 def _load(a: argparse.Namespace) -> tuple[Any, list[Any]]:
@@ -142,8 +149,11 @@ def kernel_rows(events: Any) -> list[dict[str, Any]]:
         r = rows.setdefault(e.name, {"name": e.name, "launches": 0, "total_us": 0.0})
         r["launches"] += 1
         r["total_us"] += us
-    out = [{"name": r["name"][:400], "launches": r["launches"], "mean_us": r["total_us"] / r["launches"]}
-           for r in rows.values() if r["launches"]]
+    out = [
+        {"name": r["name"][:400], "launches": r["launches"], "mean_us": r["total_us"] / r["launches"]}
+        for r in rows.values()
+        if r["launches"]
+    ]
     return out[:MAX_KERNELS]
 
 

@@ -99,8 +99,10 @@ def grow_inputs(a: list[Any], b: list[Any]) -> list[Any]:
     if first is None:
         raise ValueError("no tensor input with a leading dimension to grow")
     d = first.shape[0]
-    return [torch.cat([x, y]) if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] == d else x
-            for x, y in zip(a, b, strict=True)]
+    return [
+        torch.cat([x, y]) if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] == d else x
+        for x, y in zip(a, b, strict=True)
+    ]
 
 
 def flatten(out: Any) -> list[Any]:

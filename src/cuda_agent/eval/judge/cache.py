@@ -31,7 +31,9 @@ class KVCache:
         self.path = path
         with self._db() as db:
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
+            )
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
@@ -41,8 +43,11 @@ class KVCache:
         except sqlite3.DatabaseError as e:
             if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
                 raise  # contention past the timeout is not the file's fault
-            raise CacheDirError(5, f"the evaluator's cache {self.path} cannot be used ({e}); delete it (it is only "
-                                "a cache) or set CUDA_AGENT_CACHE to another directory") from None
+            raise CacheDirError(
+                5,
+                f"the evaluator's cache {self.path} cannot be used ({e}); delete it (it is only "
+                "a cache) or set CUDA_AGENT_CACHE to another directory",
+            ) from None
 
     def get(self, key: str) -> Any | None:
         with self._db() as db:

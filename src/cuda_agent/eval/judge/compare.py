@@ -39,7 +39,13 @@ REL_L2_MAX = 0.1
 
 
 def compare_outputs(
-    label: str, ref: list[torch.Tensor], out: list[torch.Tensor], meta: list[dict[str, Any]], *, atol: float, rtol: float,
+    label: str,
+    ref: list[torch.Tensor],
+    out: list[torch.Tensor],
+    meta: list[dict[str, Any]],
+    *,
+    atol: float,
+    rtol: float,
     device: str = "cuda",
 ) -> CheckRecord:
     def fail(msg: str, **kw: Any) -> CheckRecord:
@@ -97,15 +103,26 @@ def compare_outputs(
     rel_l2 = (num**0.5) / (den**0.5) if den > 0 else (0.0 if num == 0 else float("inf"))
     frac = bad_total / n_total if n_total else 0.0
     rel_bad = rel_worst is not None and rel_worst[0] > REL_L2_MAX
-    rec = CheckRecord(label=label, passed=bad_total == 0 and not rel_bad, max_abs_err=max_abs, rel_l2_err=rel_l2,
-                      mismatch_frac=frac, tol_ratio=tol_ratio, rel_l2_worst=rel_worst[0] if rel_worst else None)
+    rec = CheckRecord(
+        label=label,
+        passed=bad_total == 0 and not rel_bad,
+        max_abs_err=max_abs,
+        rel_l2_err=rel_l2,
+        mismatch_frac=frac,
+        tol_ratio=tol_ratio,
+        rel_l2_worst=rel_worst[0] if rel_worst else None,
+    )
     if bad_total:
-        rec.message = f"{bad_total} of {n_total} elements outside atol={atol:g}, rtol={rtol:g} (max abs error {max_abs:.3g})"
+        rec.message = (
+            f"{bad_total} of {n_total} elements outside atol={atol:g}, rtol={rtol:g} (max abs error {max_abs:.3g})"
+        )
     elif rel_bad:
         assert rel_worst is not None
-        rec.message = (f"output {rel_worst[1]} has relative L2 error {rel_worst[0]:.3g} > {REL_L2_MAX:g}: every element is "
-                       f"within atol={atol:g}, rtol={rtol:g} (the outputs are smaller than the tolerance), but the values "
-                       "are wrong as a whole (zeros score 1.0)")
+        rec.message = (
+            f"output {rel_worst[1]} has relative L2 error {rel_worst[0]:.3g} > {REL_L2_MAX:g}: every element is "
+            f"within atol={atol:g}, rtol={rtol:g} (the outputs are smaller than the tolerance), but the values "
+            "are wrong as a whole (zeros score 1.0)"
+        )
     return rec
 
 

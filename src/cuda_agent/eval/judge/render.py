@@ -23,8 +23,10 @@ def _x(v: float | None) -> str:
 def result_text(r: EvalResult, log_chars: int = 3000) -> str:
     # a run that stopped before correctness (compile phase, no GPU, env_error) has no verdict to state
     checked = r.correct or r.status not in (Status.OK, *NOT_SCORED)
-    lines = [f"status: {r.status.value}    reward: {'-' if r.reward is None else r.reward}    "
-             f"correct: {r.correct if checked else 'not checked'}"]
+    lines = [
+        f"status: {r.status.value}    reward: {'-' if r.reward is None else r.reward}    "
+        f"correct: {r.correct if checked else 'not checked'}"
+    ]
     if r.message:
         lines.append(f"message: {r.message}")
     if r.time_ms is not None:
@@ -41,12 +43,16 @@ def result_text(r: EvalResult, log_chars: int = 3000) -> str:
         lines += baseline_set.lines(r)  # extra baselines and "vs best" (issue 32); none with the default set
         if r.trusted_ms is not None:  # the evaluator's own clock (trusted_time): it decides
             tol = f", tolerance {r.trusted_tol:.1%}" if r.trusted_tol is not None else ""
-            lines.append(f"evaluator's clock ({r.trusted_mode or '?'}): {_ms(r.trusted_ms)} per call vs eager "
-                         f"{_ms(r.trusted_eager_ms)}, torch.compile {_ms(r.trusted_compile_ms)} (calls alone, the loop's "
-                         f"{_ms(r.trusted_loop_ms)} taken out{tol})")
+            lines.append(
+                f"evaluator's clock ({r.trusted_mode or '?'}): {_ms(r.trusted_ms)} per call vs eager "
+                f"{_ms(r.trusted_eager_ms)}, torch.compile {_ms(r.trusted_compile_ms)} (calls alone, the loop's "
+                f"{_ms(r.trusted_loop_ms)} taken out{tol})"
+            )
         if r.reported_ms is not None and r.time_ms is not None and abs(r.reported_ms - r.time_ms) > 1e-6 * r.time_ms:
-            lines.append(f"reported by the candidate's own process: {_ms(r.reported_ms)} (its own CUDA events, shown "
-                         "only: the candidate's time above is the evaluator's clock's, charged its tolerance)")
+            lines.append(
+                f"reported by the candidate's own process: {_ms(r.reported_ms)} (its own CUDA events, shown "
+                "only: the candidate's time above is the evaluator's clock's, charged its tolerance)"
+            )
         if r.unstable:
             lines.append("UNSTABLE: the timing spread stayed high; these figures and the reward may be off")
         if r.gpu_wait_s >= 1:

@@ -101,7 +101,9 @@ class TimingStats:
     probe_ms: float | None = None  # event time of the unheld probe calls (launch overhead included), median
     enqueue_ms: float | None = None  # host time to enqueue one call (its Python and launch overhead), median
     hold_ms: float | None = None  # the stream was held this long before each timed call (timing.py); 0: not held
-    spread: float | None = None  # (p90 - p10) / (2.563 median) of the kept round (timing.robust_spread); None: older record
+    spread: float | None = (
+        None  # (p90 - p10) / (2.563 median) of the kept round (timing.robust_spread); None: older record
+    )
 
     def spread_by(self, how: str) -> float:
         """The kept round's spread as `how` ("cv" or "p10p90", EvalConfig.round_spread) measures it."""

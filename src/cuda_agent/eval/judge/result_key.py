@@ -33,12 +33,21 @@ from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.judge.result import Finding
 
 # EvalConfig fields that cannot change a result (how to run, not what to measure)
-NOT_DECIDING = frozenset({"phase", "use_cache", "reuse_results", "spare_children", "jobs", "gpu_lock_wait_s",
-                          "retry_unstable"})
+NOT_DECIDING = frozenset(
+    {"phase", "use_cache", "reuse_results", "spare_children", "jobs", "gpu_lock_wait_s", "retry_unstable"}
+)
 
 
-def result_key(*, evaluator: str, task_hash: str, candidate_hash: str, findings: list[Finding], gpu: str | None,
-               torch_version: str | None, cfg: EvalConfig) -> str:
+def result_key(
+    *,
+    evaluator: str,
+    task_hash: str,
+    candidate_hash: str,
+    findings: list[Finding],
+    gpu: str | None,
+    torch_version: str | None,
+    cfg: EvalConfig,
+) -> str:
     lane = cfg.phase + ("+sanitize" if cfg.sanitize else "")
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in NOT_DECIDING}
     decided_by = {

@@ -113,15 +113,21 @@ def _kernel_lines(k: KernelView, i: int, n: int, share: float | None) -> list[st
     runs = f"  x{k.launches}" if k.launches else ""
     lines = [f"kernel {i}/{n}: {short_name(k.name)}{runs}{t}{sh}  [{k.source}]"]
     if k.dram_pct is not None or k.sm_pct is not None:
-        occ = f"; occupancy {_pct(k.occupancy_pct)} achieved / {_pct(k.theoretical_pct)} theoretical" \
-            if k.occupancy_pct is not None else ""
+        occ = (
+            f"; occupancy {_pct(k.occupancy_pct)} achieved / {_pct(k.theoretical_pct)} theoretical"
+            if k.occupancy_pct is not None
+            else ""
+        )
         lines.append(f"  DRAM {_pct(k.dram_pct)} of peak, SM {_pct(k.sm_pct)} of peak{occ}")
     res = []
     if k.registers is not None:
         res.append(f"registers {k.registers}/thread")
     if k.spill_stores is not None:
-        res.append("no spills" if not (k.spill_stores or k.spill_loads) else
-                   f"SPILLS {k.spill_stores} B stored / {k.spill_loads} B loaded per thread")
+        res.append(
+            "no spills"
+            if not (k.spill_stores or k.spill_loads)
+            else f"SPILLS {k.spill_stores} B stored / {k.spill_loads} B loaded per thread"
+        )
     if k.smem_static is not None or k.smem_dynamic is not None:
         dyn = f" + {_fmt_bytes(k.smem_dynamic)} dynamic" if k.smem_dynamic is not None else ""
         res.append(f"smem {_fmt_bytes(k.smem_static)} static{dyn}/block")
@@ -130,7 +136,9 @@ def _kernel_lines(k: KernelView, i: int, n: int, share: float | None) -> list[st
     if res:
         lines.append("  " + ", ".join(res))
     if k.stalls:
-        lines.append("  top stalls (cycles per issued instruction): " + ", ".join(f"{r} {v:.3g}" for r, v in k.stalls[:3]))
+        lines.append(
+            "  top stalls (cycles per issued instruction): " + ", ".join(f"{r} {v:.3g}" for r, v in k.stalls[:3])
+        )
     if k.verdict:
         lines.append(f"  verdict: {k.verdict}")
     return lines
@@ -142,12 +150,16 @@ def render(p: ExpertProfile, max_lines: int = 40, max_kernels: int = 5) -> str:
     if p.ceilings is not None:
         c = p.ceilings
         gemm = ", ".join(f"{k} {v / 1e12:.3g}" for k, v in c.gemm_flops_per_s.items())
-        lines.append(f"ceilings ({c.gpu}, measured {c.measured_at or '?'}{p.ceilings_note}): copy "
-                     f"{c.copy_bytes_per_s / 1e12:.3g} TB/s; GEMM TFLOP/s {gemm}")
+        lines.append(
+            f"ceilings ({c.gpu}, measured {c.measured_at or '?'}{p.ceilings_note}): copy "
+            f"{c.copy_bytes_per_s / 1e12:.3g} TB/s; GEMM TFLOP/s {gemm}"
+        )
     elif p.ceilings_note:
         lines.append(f"ceilings: {p.ceilings_note}")
     if p.call_ms is not None:
-        lines.append(f"one call: {p.call_ms:.4g} ms (events, median of 5, L2 not flushed: the evaluator's time above counts)")
+        lines.append(
+            f"one call: {p.call_ms:.4g} ms (events, median of 5, L2 not flushed: the evaluator's time above counts)"
+        )
     if p.call_verdict:
         lines.append(f"roofline: {p.call_verdict}")
     ks = sorted(p.kernels, key=lambda k: -((k.duration_ns or 0) * k.launches))
@@ -157,8 +169,10 @@ def render(p: ExpertProfile, max_lines: int = 40, max_kernels: int = 5) -> str:
         share = (k.duration_ns or 0) * k.launches / total if total and k.duration_ns is not None else None
         lines += _kernel_lines(k, i, len(ks), share)
     if len(ks) > len(shown):
-        rest = sum((k.duration_ns or 0) * k.launches for k in ks[len(shown):])
-        lines.append(f"({len(ks) - len(shown)} more kernels, {100 * rest / total if total else 0:.0f} % of the time, not shown)")
+        rest = sum((k.duration_ns or 0) * k.launches for k in ks[len(shown) :])
+        lines.append(
+            f"({len(ks) - len(shown)} more kernels, {100 * rest / total if total else 0:.0f} % of the time, not shown)"
+        )
     if not ks:
         lines.append("no kernel figures")
     lines += [f"note: {n}" for n in p.notes]
@@ -170,13 +184,15 @@ def render(p: ExpertProfile, max_lines: int = 40, max_kernels: int = 5) -> str:
 
 # ---- assembling the views (pure: tested on the CPU with saved outputs) --------------------------------------------
 
+
 def _by_short(resources: ResourceReport) -> dict[str, tuple[str, Resources]]:
     names = demangle(list(resources.kernels))
     return {short_name(names[m], 10_000): (m, r) for m, r in resources.kernels.items()}
 
 
-def views_from_counters(rows: list[ncu_mod.KernelCounters], resources: ResourceReport, ceil: roof.Ceilings | None,
-                        precision: str) -> list[KernelView]:
+def views_from_counters(
+    rows: list[ncu_mod.KernelCounters], resources: ResourceReport, ceil: roof.Ceilings | None, precision: str
+) -> list[KernelView]:
     known = _by_short(resources)
     out = []
     for k in ncu_mod.merge_launches(rows):
@@ -184,16 +200,28 @@ def views_from_counters(rows: list[ncu_mod.KernelCounters], resources: ResourceR
         res = known.get(short_name(k.name, 10_000), ("", Resources()))[1]
         tensor = (g(ncu_mod.TENSOR_METRIC) or 0) > 0
         v = KernelView(
-            k.name, k.launches, k.duration_ns, g("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
-            g("sm__throughput.avg.pct_of_peak_sustained_elapsed"), g("sm__warps_active.avg.pct_of_peak_sustained_active"),
+            k.name,
+            k.launches,
+            k.duration_ns,
+            g("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+            g("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+            g("sm__warps_active.avg.pct_of_peak_sustained_active"),
             g("sm__maximum_warps_per_active_cycle_pct"),
             _int(g("launch__registers_per_thread")) if g("launch__registers_per_thread") is not None else res.registers,
-            res.spill_stores, res.spill_loads,
-            _int(g("launch__shared_mem_per_block_static")) if g("launch__shared_mem_per_block_static") is not None else res.smem_static,
-            _int(g("launch__shared_mem_per_block_dynamic")), _int(g("launch__grid_size")), _int(g("launch__block_size")),
-            k.stalls(), source="ncu",
+            res.spill_stores,
+            res.spill_loads,
+            _int(g("launch__shared_mem_per_block_static"))
+            if g("launch__shared_mem_per_block_static") is not None
+            else res.smem_static,
+            _int(g("launch__shared_mem_per_block_dynamic")),
+            _int(g("launch__grid_size")),
+            _int(g("launch__block_size")),
+            k.stalls(),
+            source="ncu",
         )
-        v.verdict = roof.verdict(k.duration_ns, k.dram_bytes(), k.flops(), tensor, v.sm_pct, v.dram_pct, ceil, precision)
+        v.verdict = roof.verdict(
+            k.duration_ns, k.dram_bytes(), k.flops(), tensor, v.sm_pct, v.dram_pct, ceil, precision
+        )
         out.append(v)
     return out
 
@@ -205,17 +233,36 @@ def views_from_events(rows: list[dict[str, Any]], resources: ResourceReport) -> 
         key = short_name(r["name"], 10_000)
         m, res = known.get(key, ("", Resources()))
         seen.add(m)
-        out.append(KernelView(r["name"], r["launches"], r["mean_us"] * 1e3, registers=res.registers,
-                              spill_stores=res.spill_stores, spill_loads=res.spill_loads, smem_static=res.smem_static,
-                              source="events" + (" + compiler" if m else "")))
+        out.append(
+            KernelView(
+                r["name"],
+                r["launches"],
+                r["mean_us"] * 1e3,
+                registers=res.registers,
+                spill_stores=res.spill_stores,
+                spill_loads=res.spill_loads,
+                smem_static=res.smem_static,
+                source="events" + (" + compiler" if m else ""),
+            )
+        )
     return out + views_from_compiler(resources, skip=seen)
 
 
 def views_from_compiler(resources: ResourceReport, skip: set[str] | frozenset[str] = frozenset()) -> list[KernelView]:
     names = demangle(list(resources.kernels))
-    return [KernelView(names[m], 0, registers=r.registers, spill_stores=r.spill_stores, spill_loads=r.spill_loads,
-                       smem_static=r.smem_static, source="compiler only: not seen running" if skip else "compiler")
-            for m, r in resources.kernels.items() if m not in skip]
+    return [
+        KernelView(
+            names[m],
+            0,
+            registers=r.registers,
+            spill_stores=r.spill_stores,
+            spill_loads=r.spill_loads,
+            smem_static=r.smem_static,
+            source="compiler only: not seen running" if skip else "compiler",
+        )
+        for m, r in resources.kernels.items()
+        if m not in skip
+    ]
 
 
 def _int(v: float | None) -> int | None:
@@ -223,6 +270,7 @@ def _int(v: float | None) -> int | None:
 
 
 # ---- running things (bounded in time, never raising) ---------------------------------------------------------------
+
 
 @dataclass
 class Ran:
@@ -232,7 +280,9 @@ class Ran:
     why: str = ""  # one line when returncode is None
 
 
-def run_bounded(argv: list[str], *, timeout_s: float, env: dict[str, str] | None = None, cwd: Path | None = None) -> Ran:
+def run_bounded(
+    argv: list[str], *, timeout_s: float, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> Ran:
     """Run a command in its own process group; killed whole at the timeout. Never raises."""
     from cuda_agent.sandbox.env import kill_group
 
@@ -240,8 +290,15 @@ def run_bounded(argv: list[str], *, timeout_s: float, env: dict[str, str] | None
     if timeout_s <= 0:
         return Ran(None, "", 0.0, "no time left in the profile's budget")
     try:
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     except OSError as e:
         return Ran(None, "", 0.0, f"could not start {Path(argv[0]).name}: {e.strerror or e}")
     try:
@@ -249,7 +306,9 @@ def run_bounded(argv: list[str], *, timeout_s: float, env: dict[str, str] | None
     except subprocess.TimeoutExpired:
         kill_group(proc)
         out = proc.stdout.read() if proc.stdout else b""
-        return Ran(None, out.decode(errors="replace")[-20000:], time.monotonic() - t0, f"timed out after {timeout_s:.0f} s")
+        return Ran(
+            None, out.decode(errors="replace")[-20000:], time.monotonic() - t0, f"timed out after {timeout_s:.0f} s"
+        )
     return Ran(proc.returncode, out.decode(errors="replace")[-200000:], time.monotonic() - t0)
 
 
@@ -266,8 +325,14 @@ def _read_reply(path: Path) -> dict[str, Any] | None:
 def _event_rows(reply: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for r in reply.get("kernels") or []:
-        if (isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("launches"), int)
-                and isinstance(r.get("mean_us"), int | float) and 0 <= r["mean_us"] < 1e9 and r["launches"] > 0):
+        if (
+            isinstance(r, dict)
+            and isinstance(r.get("name"), str)
+            and isinstance(r.get("launches"), int)
+            and isinstance(r.get("mean_us"), int | float)
+            and 0 <= r["mean_us"] < 1e9
+            and r["launches"] > 0
+        ):
             rows.append({"name": r["name"][:400], "launches": r["launches"], "mean_us": float(r["mean_us"])})
     return rows[:MAX_ROWS]
 
@@ -281,15 +346,18 @@ class _Session:
 
         self.tmp, self.settings, self.precision = tmp, settings, precision
         self.deadline = time.monotonic() + settings.timeout_s
-        self.box, self.sandbox_word = (profile_for(settings.sandbox, device, 8 << 30, 4096) if settings.sandbox != "off"
-                                       else (None, "off"))
+        self.box, self.sandbox_word = (
+            profile_for(settings.sandbox, device, 8 << 30, 4096) if settings.sandbox != "off" else (None, "off")
+        )
         self.env = {**child_env(precision), "PYTHONPATH": _PKG_PARENT}
         self.n = 0
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
-    def child(self, mode: str, extra: list[str], prefix: list[str] | None = None, cap_s: float | None = None) -> tuple[Ran, dict[str, Any] | None]:
+    def child(
+        self, mode: str, extra: list[str], prefix: list[str] | None = None, cap_s: float | None = None
+    ) -> tuple[Ran, dict[str, Any] | None]:
         self.n += 1
         rw = [self.tmp / f"io{self.n}", self.tmp / f"tmp{self.n}"]
         for d in rw:
@@ -310,20 +378,26 @@ def _ceilings(s: _Session, gpu_name: str, root: Path) -> tuple[roof.Ceilings | N
     ran, reply = s.child("ceilings", [], cap_s=90.0)
     c = roof.from_child(gpu_name, reply) if reply and reply.get("ok") else None
     if c is None:
-        why = ran.why or (str(reply.get("error"))[:160] if reply else f"no reply (exit {ran.returncode}{_last(ran.output)})")
+        why = ran.why or (
+            str(reply.get("error"))[:160] if reply else f"no reply (exit {ran.returncode}{_last(ran.output)})"
+        )
         return None, f"not measured ({why}); verdicts use ncu's own peaks"
     roof.store(c, root)
     return c, f", measured now in {ran.seconds:.0f} s and cached"
 
 
-def profile_workspace(workdir: str | Path, *, task: Any = None, settings: ProfileSettings | None = None) -> ExpertProfile:
+def profile_workspace(
+    workdir: str | Path, *, task: Any = None, settings: ProfileSettings | None = None
+) -> ExpertProfile:
     st = settings or ProfileSettings()
     t0 = time.monotonic()
     try:
         p = _profile(Path(workdir), task, st)
     except Exception as e:  # noqa: BLE001 - a diagnostic must never end the caller's work; it says what broke
-        p = ExpertProfile(counters="not available: the profile itself failed",
-                          notes=[f"internal error of the profile (not your fault): {type(e).__name__}: {e}"[:300]])
+        p = ExpertProfile(
+            counters="not available: the profile itself failed",
+            notes=[f"internal error of the profile (not your fault): {type(e).__name__}: {e}"[:300]],
+        )
     p.seconds = time.monotonic() - t0
     return p
 
@@ -342,8 +416,12 @@ def _profile(workdir: Path, task: Any, st: ProfileSettings) -> ExpertProfile:
         gpu = gpu_mod.detect()
         arch = gpu.capability if gpu else (gpu_mod.arch_from_env() or "9.0")
         t = time.monotonic()
-        resources = compile_report(staged.root, toolchain(arch).nvcc_cmd, timeout_s=min(60.0, st.timeout_s / 2),
-                                   cache_dir=cache_root() / "profile" / "ptxas")
+        resources = compile_report(
+            staged.root,
+            toolchain(arch).nvcc_cmd,
+            timeout_s=min(60.0, st.timeout_s / 2),
+            cache_dir=cache_root() / "profile" / "ptxas",
+        )
         p.phases_s["compiler"] = round(time.monotonic() - t, 2)
         if resources.note:
             p.notes.append(f"compiler report: {resources.note}")
@@ -361,8 +439,16 @@ def _profile(workdir: Path, task: Any, st: ProfileSettings) -> ExpertProfile:
         s = _Session(tmp, st, staged.task.precision)
         if s.box is None and st.sandbox != "off":
             p.notes.append(f"sandbox: {s.sandbox_word}")
-        load = ["--task", str(staged.root / "model.py"), "--model-new", str(staged.root / "model_new.py"),
-                "--so", str(b.so_path), "--calls", str(st.calls)]
+        load = [
+            "--task",
+            str(staged.root / "model.py"),
+            "--model-new",
+            str(staged.root / "model_new.py"),
+            "--so",
+            str(b.so_path),
+            "--calls",
+            str(st.calls),
+        ]
         from cuda_agent.eval.timing import gpu_lock
 
         with gpu_lock.exclusive(gpu.key, st.gpu_lock_wait_s) as held:
@@ -387,7 +473,11 @@ def _profile(workdir: Path, task: Any, st: ProfileSettings) -> ExpertProfile:
                     p.call_ms = _finite(reply.get("call_ms"))
                     p.call_verdict = roof.call_verdict(p.call_ms, _int(_finite(reply.get("bytes_moved"))), p.ceilings)
                 else:
-                    err = ran.why or (str(reply.get("error"))[:200] if reply else f"exit {ran.returncode}, no reply{_last(ran.output)}")
+                    err = ran.why or (
+                        str(reply.get("error"))[:200]
+                        if reply
+                        else f"exit {ran.returncode}, no reply{_last(ran.output)}"
+                    )
                     p.notes.append(f"event times: the candidate did not run under the profiler ({err})")
                     p.kernels = views_from_compiler(resources)
     return p
@@ -414,9 +504,16 @@ def _counters(s: _Session, load: list[str], p: ExpertProfile) -> tuple[list[ncu_
         rows = ncu_mod.parse_csv(ran.output)
         if rows:
             return rows, ""
-        why = (f"ncu {ran.why}" if ran.why else ncu_mod.failure(ran.output, ran.returncode)
-               or (f"the candidate failed under ncu: {str(reply.get('error'))[:160]}" if reply and not reply.get("ok")
-                   else "ncu printed no counters"))
+        why = (
+            f"ncu {ran.why}"
+            if ran.why
+            else ncu_mod.failure(ran.output, ran.returncode)
+            or (
+                f"the candidate failed under ncu: {str(reply.get('error'))[:160]}"
+                if reply and not reply.get("ok")
+                else "ncu printed no counters"
+            )
+        )
         if "does not know a metric" not in why:
             break
     return [], why

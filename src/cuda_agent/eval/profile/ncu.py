@@ -55,23 +55,58 @@ CORE_METRICS = (
 # Executed floating-point instructions (predicated on), for the achieved FLOP rate: an FMA counts 2.
 FLOP_METRICS = {
     f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum": (2 if op == "fma" else 1)
-    for p in ("f", "h", "d") for op in ("add", "mul", "fma")
+    for p in ("f", "h", "d")
+    for op in ("add", "mul", "fma")
 }
 TENSOR_METRIC = "sm__inst_executed_pipe_tensor.sum"  # > 0: tensor cores ran (their FLOPs are not counted above)
 # Warp stall reasons, as cycles per issued instruction (the Warp State Statistics section's breakdown).
 STALL_REASONS = (
-    "long_scoreboard", "short_scoreboard", "wait", "barrier", "membar", "mio_throttle", "lg_throttle",
-    "math_pipe_throttle", "not_selected", "selected", "dispatch_stall", "branch_resolving", "no_instruction",
-    "drain", "imc_miss", "tex_throttle", "sleeping", "misc",
+    "long_scoreboard",
+    "short_scoreboard",
+    "wait",
+    "barrier",
+    "membar",
+    "mio_throttle",
+    "lg_throttle",
+    "math_pipe_throttle",
+    "not_selected",
+    "selected",
+    "dispatch_stall",
+    "branch_resolving",
+    "no_instruction",
+    "drain",
+    "imc_miss",
+    "tex_throttle",
+    "sleeping",
+    "misc",
 )
 STALL_METRICS = {f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio": r for r in STALL_REASONS}
 METRICS = (*CORE_METRICS, *FLOP_METRICS, TENSOR_METRIC, *STALL_METRICS)
 
-_ID_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
-               "Block Size", "Grid Size", "Device", "CC", "Section Name")
+_ID_COLUMNS = (
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    "Kernel Name",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+    "Section Name",
+)
 _TIME = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9}
-_BYTES = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "kibyte": 1024.0, "mibyte": 1024.0 ** 2,
-          "gibyte": 1024.0 ** 3}
+_BYTES = {
+    "byte": 1.0,
+    "kbyte": 1e3,
+    "mbyte": 1e6,
+    "gbyte": 1e9,
+    "kibyte": 1024.0,
+    "mibyte": 1024.0**2,
+    "gibyte": 1024.0**3,
+}
 
 
 @dataclass
@@ -116,8 +151,23 @@ def find_ncu() -> str | None:
 
 
 def ncu_command(ncu: str, argv: list[str], metrics: tuple[str, ...] | list[str] = METRICS) -> list[str]:
-    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
-            "--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(metrics), *argv]
+    return [
+        ncu,
+        "--clock-control",
+        "none",
+        "--profile-from-start",
+        "off",
+        "--target-processes",
+        "all",
+        "--csv",
+        "--page",
+        "raw",
+        "--print-units",
+        "base",
+        "--metrics",
+        ",".join(metrics),
+        *argv,
+    ]
 
 
 def _number(text: str) -> float | None:
@@ -147,7 +197,7 @@ def parse_csv(text: str) -> list[KernelCounters]:
     start = next((i for i, r in enumerate(rows) if r and r[0] == "ID" and "Kernel Name" in r), None)
     if start is None:
         return []
-    header, body = rows[start], rows[start + 1:]
+    header, body = rows[start], rows[start + 1 :]
     col = {name: i for i, name in enumerate(header)}
     if "Metric Name" in col and "Metric Value" in col:
         return _parse_long(col, body)
@@ -200,8 +250,10 @@ _ERROR = re.compile(r"^==ERROR==\s*(.+)$", re.M)
 def failure(text: str, returncode: int | None) -> str | None:
     """Why the run gave no counters, in one line; None when it looks fine."""
     if _PERM.search(text):
-        return ("refused: ERR_NVGPUCTRPERM, this user may not read the GPU's performance counters "
-                "(the driver's RmProfilingAdminOnly setting; an administrator can allow it)")
+        return (
+            "refused: ERR_NVGPUCTRPERM, this user may not read the GPU's performance counters "
+            "(the driver's RmProfilingAdminOnly setting; an administrator can allow it)"
+        )
     if m := _METRIC.search(text):
         return f"ncu does not know a metric on this GPU: {m.group(0).strip()[:160]}"
     if _NONE.search(text):

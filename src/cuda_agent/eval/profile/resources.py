@@ -105,8 +105,12 @@ def _unit_key(cmd: list[str], root: Path) -> str:
     return h.hexdigest()[:24]
 
 
-def compile_report(root: Path, nvcc_cmd: Callable[[Path, Path, Path], list[str]], timeout_s: float = 60.0,
-                   cache_dir: Path | None = None) -> ResourceReport:
+def compile_report(
+    root: Path,
+    nvcc_cmd: Callable[[Path, Path, Path], list[str]],
+    timeout_s: float = 60.0,
+    cache_dir: Path | None = None,
+) -> ResourceReport:
     """`cache_dir`: each unit's report kept there by `_unit_key` (a profile per agent turn recompiles nothing
     that did not change)."""
     t0 = time.monotonic()

@@ -52,8 +52,12 @@ def load(gpu_name: str, root: Path) -> Ceilings | None:
         c = Ceilings(**d)
     except (OSError, ValueError, TypeError):
         return None
-    ok = (c.version == VERSION and c.gpu == gpu_name and c.copy_bytes_per_s > 0
-          and all(isinstance(v, float | int) and v > 0 for v in c.gemm_flops_per_s.values()))
+    ok = (
+        c.version == VERSION
+        and c.gpu == gpu_name
+        and c.copy_bytes_per_s > 0
+        and all(isinstance(v, float | int) and v > 0 for v in c.gemm_flops_per_s.values())
+    )
     return c if ok else None
 
 
@@ -82,8 +86,16 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f} %"
 
 
-def verdict(duration_ns: float | None, dram_bytes: float | None, flops: float | None, tensor: bool,
-            sm_pct: float | None, dram_pct: float | None, ceil: Ceilings | None, precision: str) -> str:
+def verdict(
+    duration_ns: float | None,
+    dram_bytes: float | None,
+    flops: float | None,
+    tensor: bool,
+    sm_pct: float | None,
+    dram_pct: float | None,
+    ceil: Ceilings | None,
+    precision: str,
+) -> str:
     """One line: 'memory-bound: 1.9 TB/s, 45 % of the measured copy bandwidth (4.2 TB/s)' or the like."""
     if not duration_ns or duration_ns <= 0:
         return "no verdict: no duration"
@@ -92,15 +104,21 @@ def verdict(duration_ns: float | None, dram_bytes: float | None, flops: float | 
         if dram_pct is None or sm_pct is None:
             return "no verdict: no ceilings measured and no throughput counters"
         side = "memory" if dram_pct >= sm_pct else "compute"
-        return (f"{side}-bound by ncu's peaks (no measured ceilings): DRAM {dram_pct:.0f} %, SM {sm_pct:.0f} % of peak")
+        return f"{side}-bound by ncu's peaks (no measured ceilings): DRAM {dram_pct:.0f} %, SM {sm_pct:.0f} % of peak"
     bw = (dram_bytes or 0.0) / s
     mem_share = bw / ceil.copy_bytes_per_s
     gemm = ceil.gemm(precision)
     if tensor and sm_pct is not None:
-        comp_share, comp = sm_pct / 100, f"SM throughput {sm_pct:.0f} % of ncu's peak (tensor cores ran; their FLOPs are not counted)"
+        comp_share, comp = (
+            sm_pct / 100,
+            f"SM throughput {sm_pct:.0f} % of ncu's peak (tensor cores ran; their FLOPs are not counted)",
+        )
     elif flops is not None and gemm:
         rate = flops / s
-        comp_share, comp = rate / gemm, f"{rate / 1e12:.3g} TFLOP/s, {_pct(rate / gemm)} of the measured {precision} GEMM ({gemm / 1e12:.3g} TFLOP/s)"
+        comp_share, comp = (
+            rate / gemm,
+            f"{rate / 1e12:.3g} TFLOP/s, {_pct(rate / gemm)} of the measured {precision} GEMM ({gemm / 1e12:.3g} TFLOP/s)",
+        )
     else:
         comp_share, comp = None, ""
     mem = f"{bw / 1e12:.3g} TB/s DRAM, {_pct(mem_share)} of the measured copy bandwidth ({ceil.copy_bytes_per_s / 1e12:.3g} TB/s)"
@@ -117,7 +135,12 @@ def call_verdict(time_ms: float | None, bytes_moved: int | None, ceil: Ceilings 
         return "no verdict: needs the call's time, the task's bytes and a measured copy bandwidth"
     bw = bytes_moved / (time_ms * 1e-3)
     share = bw / ceil.copy_bytes_per_s
-    word = ("memory-bound" if share >= 0.5 else
-            "well below the memory roof (compute, latency or launch bound, or wasteful access: counters would tell)")
-    return (f"whole call (modelled: inputs read once, outputs written once, no counters): {word}, "
-            f"{bw / 1e12:.3g} TB/s = {_pct(share)} of the measured copy bandwidth ({ceil.copy_bytes_per_s / 1e12:.3g} TB/s)")
+    word = (
+        "memory-bound"
+        if share >= 0.5
+        else "well below the memory roof (compute, latency or launch bound, or wasteful access: counters would tell)"
+    )
+    return (
+        f"whole call (modelled: inputs read once, outputs written once, no counters): {word}, "
+        f"{bw / 1e12:.3g} TB/s = {_pct(share)} of the measured copy bandwidth ({ceil.copy_bytes_per_s / 1e12:.3g} TB/s)"
+    )

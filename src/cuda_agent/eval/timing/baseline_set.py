@@ -97,9 +97,14 @@ def lines(r: Any) -> list[str]:
     if not extra:
         return []
     s = speedups(r)
-    out = [f"{SHORT[k] + ':':<15}{v:.4g} ms    speedup " + (f"{s[k]:.3g}x" if k in s else "-") for k, v in extra.items()]
+    out = [
+        f"{SHORT[k] + ':':<15}{v:.4g} ms    speedup " + (f"{s[k]:.3g}x" if k in s else "-") for k, v in extra.items()
+    ]
     if (b := best(r)) is not None:
         vs = speedup_vs_best(r)
-        out.append(f"vs best baseline ({SHORT[b[0]]}, {b[1]:.4g} ms): " + (f"{vs:.3g}x" if vs is not None else "-")
-                   + "  (event times; the reward stays the paper's: eager and torch.compile)")
+        out.append(
+            f"vs best baseline ({SHORT[b[0]]}, {b[1]:.4g} ms): "
+            + (f"{vs:.3g}x" if vs is not None else "-")
+            + "  (event times; the reward stays the paper's: eager and torch.compile)"
+        )
     return out

@@ -86,27 +86,48 @@ def precompute(task: Task, cfg: EvalConfig) -> BaselineRecord:
     if gpu is None:
         rec.error = "no CUDA GPU is visible"
         return rec
-    res = EvalResult(status=Status.OK, reward=None, correct=False, gpu=gpu.name, torch=torch.__version__,
-                     precision=task.precision, task_hash=task.hash)
+    res = EvalResult(
+        status=Status.OK,
+        reward=None,
+        correct=False,
+        gpu=gpu.name,
+        torch=torch.__version__,
+        precision=task.precision,
+        task_hash=task.hash,
+    )
     cache = KVCache(cache_root() / "eval.sqlite")
     req = timed.time_request(cfg, [secrets.randbits(62) for _ in range(cfg.n_timing_sets)], None)
     # untimed GPU work (the reference's set-up and probe run) shares the GPU only with other untimed work
-    with tempfile.TemporaryDirectory(prefix="cuda-agent-baselines-") as tmp, \
-            gpu_lock.untimed(gpu.key, cfg.gpu_lock_wait_s):
+    with (
+        tempfile.TemporaryDirectory(prefix="cuda-agent-baselines-") as tmp,
+        gpu_lock.untimed(gpu.key, cfg.gpu_lock_wait_s),
+    ):
         root = Path(tmp)
         (root / "model.py").write_text(task.source)
-        child = Child("reference", cwd=root, env={**child_env(task.precision), "TMPDIR": tmp}, log_path=root / "reference.log")
+        child = Child(
+            "reference", cwd=root, env={**child_env(task.precision), "TMPDIR": tmp}, log_path=root / "reference.log"
+        )
         try:
             setup = P.Setup(str(root / "model.py"), secrets.randbits(62), task.precision, cfg.device, str(root))
             ask(child, res, setup, cfg.load_timeout, "reference", P.SetupReply)
-            run = ask(child, res, P.Run([secrets.randbits(62)], "probe", keep=True), cfg.correctness_timeout, "reference", P.RunReply)
+            run = ask(
+                child,
+                res,
+                P.Run([secrets.randbits(62)], "probe", keep=True),
+                cfg.correctness_timeout,
+                "reference",
+                P.RunReply,
+            )
             in_bytes = max(r.in_nbytes for r in run.outputs)
             built = timed.build_compiled(cfg, res, child, req, cache)  # CPU-bound: not while holding the GPU alone
             kind = timed.clock_kind(child, res, cfg, cache) if cfg.trusted_clock else None
             with timed.section(res, cfg, gpu):
                 timed.baselines(cfg, res, child, req, cache, built)
-                base = (timed.burst_baselines(child, res, cfg, in_bytes, cache, timed.baseline_key(cfg, res, req), kind)
-                        if kind is not None else None)
+                base = (
+                    timed.burst_baselines(child, res, cfg, in_bytes, cache, timed.baseline_key(cfg, res, req), kind)
+                    if kind is not None
+                    else None
+                )
                 timed.extra_baselines(cfg, res, child, req, cache)  # last: a failed graph capture may spoil the child
             if base is not None:  # the nets (per call, the loop taken out) an evaluation compares with
                 fit = tt.fit_loop(base.loop_small, base.loop_large)

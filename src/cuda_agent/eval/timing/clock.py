@@ -208,9 +208,17 @@ class Verdict:
     grants: bool = True  # False: the clock could not compare like with like, so no milestone stands
 
 
-def judge(claim_ms: float, cand_net_ms: float, cand_noise_ms: float, sides: list[Side], mode: str = "graph",
-          floor_ms: float = 0.0, enqueue_ms: float | None = None, cap: float = TOL_CAP,
-          forged: float = FORGED) -> Verdict:
+def judge(
+    claim_ms: float,
+    cand_net_ms: float,
+    cand_noise_ms: float,
+    sides: list[Side],
+    mode: str = "graph",
+    floor_ms: float = 0.0,
+    enqueue_ms: float | None = None,
+    cap: float = TOL_CAP,
+    forged: float = FORGED,
+) -> Verdict:
     """The candidate's time that counts (module docstring): the clock's, whatever the claim. `floor_ms`:
     the task's speed-of-light time per call (0: unknown); the clock's net is never taken below it.
     `mode`: "graph" or "host" (a host-bound burst resolves less: its wider tolerance is its charge);
@@ -254,21 +262,48 @@ def judge(claim_ms: float, cand_net_ms: float, cand_noise_ms: float, sides: list
     time_ms = equiv * (1 + max(tol.values(), default=cap))
     note = "" if visible else "; the clock cannot see this kernel past its noise: no milestone is confirmed"
     if agree:
-        return Verdict("ok", time_ms, equiv, tol, False, resolved,
-                       f"{clock}: agrees with the reported {claim_ms:.4g} ms; the clock's {time_ms:.4g} ms counts"
-                       + note, grants=visible)
+        return Verdict(
+            "ok",
+            time_ms,
+            equiv,
+            tol,
+            False,
+            resolved,
+            f"{clock}: agrees with the reported {claim_ms:.4g} ms; the clock's {time_ms:.4g} ms counts" + note,
+            grants=visible,
+        )
     over = equiv / claim_ms if claim_ms > 0 else float("inf")
     flagged = over >= FORGED_WARN
     host = max(claim_ms, enqueue_ms or 0.0)
     gross = raw_equiv >= forged * claim_ms and (mode == "graph" or raw_equiv >= forged * host)
-    what = (f"the candidate reported {claim_ms:.4g} ms per call, {over:.2f}x faster than the evaluator's clock "
-            f"confirms ({equiv:.4g} ms on the same scale; {clock})")
+    what = (
+        f"the candidate reported {claim_ms:.4g} ms per call, {over:.2f}x faster than the evaluator's clock "
+        f"confirms ({equiv:.4g} ms on the same scale; {clock})"
+    )
     if gross:
-        return Verdict("forged", time_ms, equiv, tol, True, resolved, what + ": the reported time is not the candidate's",
-                       grants=False)
-    return Verdict("unconfirmed", time_ms, equiv, tol, flagged, resolved,
-                   what + f": the clock's {time_ms:.4g} ms counts" + note
-                   + ("" if resolved or not visible else "; the clock's noise is at its limit here"), grants=visible)
+        return Verdict(
+            "forged",
+            time_ms,
+            equiv,
+            tol,
+            True,
+            resolved,
+            what + ": the reported time is not the candidate's",
+            grants=False,
+        )
+    return Verdict(
+        "unconfirmed",
+        time_ms,
+        equiv,
+        tol,
+        flagged,
+        resolved,
+        what
+        + f": the clock's {time_ms:.4g} ms counts"
+        + note
+        + ("" if resolved or not visible else "; the clock's noise is at its limit here"),
+        grants=visible,
+    )
 
 
 def milestones(v: Verdict, eager_ms: float, compile_ms: float) -> tuple[bool, bool]:

@@ -218,8 +218,9 @@ class _EventClock:
         self.hold_cycles = max(1, int(probe_cycles * want_ms / best))
         self.hold_ms = want_ms
 
-    def measure(self, fn: Callable[..., Any], inputs: Sequence[Any], held: bool = True,
-                after: Callable[[], None] | None = None) -> tuple[Any, float, float, float]:
+    def measure(
+        self, fn: Callable[..., Any], inputs: Sequence[Any], held: bool = True, after: Callable[[], None] | None = None
+    ) -> tuple[Any, float, float, float]:
         """(output, event ms, host ms from before the call to after the final sync, host ms to enqueue the call).
         `after` runs once the end event is enqueued, before the final sync: host work (the next call's
         fresh inputs) that overlaps this call's device time and stays out of its span."""
@@ -259,8 +260,9 @@ class _HostClock:
     def size_hold(self, enqueue_ms: float) -> None:
         pass
 
-    def measure(self, fn: Callable[..., Any], inputs: Sequence[Any], held: bool = True,
-                after: Callable[[], None] | None = None) -> tuple[Any, float, float, float]:
+    def measure(
+        self, fn: Callable[..., Any], inputs: Sequence[Any], held: bool = True, after: Callable[[], None] | None = None
+    ) -> tuple[Any, float, float, float]:
         t0 = time.perf_counter()
         out = fn(*inputs)
         ms = (time.perf_counter() - t0) * 1e3
@@ -270,7 +272,7 @@ class _HostClock:
 
 
 def make_clock(kind: str, *, sync_before_end: bool = False) -> _EventClock | _HostClock:
-    """"cuda": events (L2 flushed before each call, then a hold or a sync); "host": the host clock."""
+    """ "cuda": events (L2 flushed before each call, then a hold or a sync); "host": the host clock."""
     return _EventClock(sync_before_end) if kind == "cuda" else _HostClock()
 
 

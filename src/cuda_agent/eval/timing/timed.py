@@ -55,8 +55,14 @@ def section(res: EvalResult, cfg: EvalConfig, gpu: GPU) -> Iterator[None]:
         # a sub-key (no phase of its own: the wait sits between phases), read by benchmarks/eval_throughput.py
         res.phases_s["lock.exclusive"] = round(res.phases_s.get("lock.exclusive", 0.0) + held.waited_s, 3)
         if not held.exclusive:
-            res.findings.append(Finding("gpu-lock-timeout", f"waited {held.waited_s:.0f} s for the GPU's timing lock and "
-                                        "timed without it: another process may have timed at the same time", Severity.WARN))
+            res.findings.append(
+                Finding(
+                    "gpu-lock-timeout",
+                    f"waited {held.waited_s:.0f} s for the GPU's timing lock and "
+                    "timed without it: another process may have timed at the same time",
+                    Severity.WARN,
+                )
+            )
         t0, t_in = time.time(), time.monotonic()
         try:
             yield
@@ -67,8 +73,13 @@ def section(res: EvalResult, cfg: EvalConfig, gpu: GPU) -> Iterator[None]:
         if busy is not None and busy.startswith("unavailable"):
             res.defences["gpu_busy_check"] = busy
         elif busy is not None:
-            res.findings.append(Finding("gpu-busy", f"processes outside any evaluation used the GPU while it was timed "
-                                        f"({busy}): the times may be off", Severity.WARN))
+            res.findings.append(
+                Finding(
+                    "gpu-busy",
+                    f"processes outside any evaluation used the GPU while it was timed ({busy}): the times may be off",
+                    Severity.WARN,
+                )
+            )
             res.unstable = True
 
 
@@ -76,8 +87,17 @@ def time_request(cfg: EvalConfig, timing_seeds: list[int], out_dir: Path | None)
     """The timing request; the baselines take the same one without out_dir (same method, same sets)."""
     fresh = secrets.randbits(62) if cfg.fresh_timing_inputs else None
     checked = [secrets.SystemRandom().random() for _ in range(cfg.n_checked_timed)] if out_dir is not None else []
-    return P.Time(timing_seeds, cfg.n_warmup, cfg.n_timed, cfg.max_cv, cfg.max_rounds, fresh_seed=fresh,
-                  out_dir=str(out_dir) if out_dir is not None else None, checked=checked, spread=cfg.round_spread)
+    return P.Time(
+        timing_seeds,
+        cfg.n_warmup,
+        cfg.n_timed,
+        cfg.max_cv,
+        cfg.max_rounds,
+        fresh_seed=fresh,
+        out_dir=str(out_dir) if out_dir is not None else None,
+        checked=checked,
+        spread=cfg.round_spread,
+    )
 
 
 def time_candidate(cnd: Child, res: EvalResult, cfg: EvalConfig, req: P.Time) -> P.TimeReply:
@@ -96,8 +116,12 @@ def _expect_calls(res: EvalResult, cfg: EvalConfig, req: P.Time, reply: P.TimeRe
     want = sorted(checked_calls(n, req.checked)) if req.fresh_seed is not None else list(range(len(req.seeds)))
     got = [r.call for r in reply.outputs]
     if got != want:
-        raise finish(res, Status.RUNTIME_ERROR, f"timing: the candidate returned the outputs of calls {got[:8]}, "
-                     f"not of the calls the evaluator picked {want[:8]}")
+        raise finish(
+            res,
+            Status.RUNTIME_ERROR,
+            f"timing: the candidate returned the outputs of calls {got[:8]}, "
+            f"not of the calls the evaluator picked {want[:8]}",
+        )
 
 
 def _retime_synced(cnd: Child, res: EvalResult, cfg: EvalConfig, req: P.Time) -> None:
@@ -105,17 +129,28 @@ def _retime_synced(cnd: Child, res: EvalResult, cfg: EvalConfig, req: P.Time) ->
     device synchronize before the end event; those numbers count (a warning says why)."""
     assert res.timing is not None
     first = res.timing
-    again = P.Time(req.seeds, req.n_warmup, req.n_timed, req.max_cv, req.max_rounds, fresh_seed=req.fresh_seed,
-                   sync_before_end=True, spread=req.spread)
+    again = P.Time(
+        req.seeds,
+        req.n_warmup,
+        req.n_timed,
+        req.max_cv,
+        req.max_rounds,
+        fresh_seed=req.fresh_seed,
+        sync_before_end=True,
+        spread=req.spread,
+    )
     reply = cnd.request(again, cfg.timing_timeout)
     if (why := failure(reply)) is not None or not isinstance(reply, P.TimeReply):
         raise finish(res, Status.RUNTIME_ERROR, f"re-timing with a device synchronize failed: {why}"[:600])
     res.timing = TimingStats.from_dict(reply.stats)
-    res.findings.append(Finding(
-        "side-stream-work",
-        f"host time was {first.host_over_event:.2f}x the event time ({first.probe_ms or first.median_ms:.4g} ms by events): work ran "
-        f"outside the timed stream; re-timed with a device synchronize before the end event: {res.timing.median_ms:.4g} ms counts",
-        Severity.WARN))
+    res.findings.append(
+        Finding(
+            "side-stream-work",
+            f"host time was {first.host_over_event:.2f}x the event time ({first.probe_ms or first.median_ms:.4g} ms by events): work ran "
+            f"outside the timed stream; re-timed with a device synchronize before the end event: {res.timing.median_ms:.4g} ms counts",
+            Severity.WARN,
+        )
+    )
 
 
 @dataclass
@@ -138,17 +173,25 @@ class BurstRecord:
 def _clock_opt_ins(cfg: EvalConfig) -> list[str]:
     """The evaluator's clock's opt-ins in force (the flush is a GPU step): they name the baselines' bursts'
     cache key and the result's trusted_mode, since a burst's per-call time means something else under each."""
-    return (["flush"] if cfg.clock_flush and cfg.device == "cuda" else []) + \
-        (["cold"] if cfg.clock_cold_digest and cfg.device == "cuda" else []) + \
-        ([cfg.clock_digest] if cfg.clock_digest != "dense" else [])
+    return (
+        (["flush"] if cfg.clock_flush and cfg.device == "cuda" else [])
+        + (["cold"] if cfg.clock_cold_digest and cfg.device == "cuda" else [])
+        + ([cfg.clock_digest] if cfg.clock_digest != "dense" else [])
+    )
 
 
-def _prepare(child: Child, res: EvalResult, cfg: EvalConfig, k: int, mode: str, graph: bool,
-             verify: bool = False) -> P.PrepareReply:
+def _prepare(
+    child: Child, res: EvalResult, cfg: EvalConfig, k: int, mode: str, graph: bool, verify: bool = False
+) -> P.PrepareReply:
     opts = _clock_opt_ins(cfg)
-    return ask(child, res, P.BurstPrepare(k, mode, graph, verify, "flush" in opts, cfg.clock_digest, "cold" in opts),
-               cfg.timing_timeout,
-               "trusted_clock", P.PrepareReply)
+    return ask(
+        child,
+        res,
+        P.BurstPrepare(k, mode, graph, verify, "flush" in opts, cfg.clock_digest, "cold" in opts),
+        cfg.timing_timeout,
+        "trusted_clock",
+        P.PrepareReply,
+    )
 
 
 def _looks(child: Child, res: EvalResult, cfg: EvalConfig, kind: str, k: int, replays: int, mode: str) -> BurstRecord:
@@ -164,15 +207,18 @@ def _looks(child: Child, res: EvalResult, cfg: EvalConfig, kind: str, k: int, re
         reply = recv(child, res, cfg.timing_timeout, "trusted_clock", "burst", P.BurstReply)
         rec.seconds.append(time.perf_counter() - t0)
         if len(reply.digests) != k * replays:
-            raise finish(res, Status.RUNTIME_ERROR, f"evaluator's clock: {who(child)} digested {len(reply.digests)} "
-                         f"of {k * replays} calls")
+            raise finish(
+                res,
+                Status.RUNTIME_ERROR,
+                f"evaluator's clock: {who(child)} digested {len(reply.digests)} of {k * replays} calls",
+            )
         rec.salts.append(salt)
         rec.digests.append(reply.digests)
     return rec
 
 
 def clock_kind(ref: Child, res: EvalResult, cfg: EvalConfig, cache: KVCache | None) -> str:
-    """"graph" when the task's draws are graph-safe and its eager (and compiled) reference can be
+    """ "graph" when the task's draws are graph-safe and its eager (and compiled) reference can be
     captured, else "host" (the CPU lane always). Decided in the reference before any candidate
     burst, cached per task, GPU, torch and precision; the reason lands in res.defences."""
     if cfg.device != "cuda":
@@ -213,10 +259,15 @@ def burst_candidate(cnd: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int,
     k, replays = tt.burst_shape(claim, in_bytes, kind == "graph")
     rep = _prepare(cnd, res, cfg, k, "model", kind == "graph")
     if kind == "graph" and not rep.graph:
-        res.findings.append(Finding("clock-host-loop", f"the candidate's calls would not capture as a CUDA graph ({rep.why}); "
-                                    "the evaluator's clock timed them from a Python loop, which resolves short kernels "
-                                    "less well (launch on the current stream and keep forward free of synchronization)",
-                                    Severity.WARN))
+        res.findings.append(
+            Finding(
+                "clock-host-loop",
+                f"the candidate's calls would not capture as a CUDA graph ({rep.why}); "
+                "the evaluator's clock timed them from a Python loop, which resolves short kernels "
+                "less well (launch on the current stream and keep forward free of synchronization)",
+                Severity.WARN,
+            )
+        )
         kind = "host"
         k, replays = tt.burst_shape(claim, in_bytes, False)
         _prepare(cnd, res, cfg, k, "model", False)
@@ -238,8 +289,11 @@ def check_burst_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task
             raise RuntimeError(f"the reference digested {len(ref_d.digests)} of {len(calls)} calls")
         for i, r, s in zip(calls, ref_d.digests, ref_d.scales, strict=True):
             if (why := tt.digest_mismatch(rec.digests[b][i], r, s)) is not None:
-                raise finish(res, Status.INCORRECT, f"wrong output in the back-to-back calls of the evaluator's clock "
-                             f"(burst {b}, call {i}): {why}")
+                raise finish(
+                    res,
+                    Status.INCORRECT,
+                    f"wrong output in the back-to-back calls of the evaluator's clock (burst {b}, call {i}): {why}",
+                )
 
 
 @dataclass
@@ -255,20 +309,27 @@ class BaselineLooks:
     def to_dict(self) -> dict[str, object]:
         def one(x: tt.Looks | None) -> object:
             return None if x is None else {"calls": x.calls, "seconds": list(x.seconds)}
-        return {"eager": one(self.eager), "compiled": one(self.compiled), "loop_small": one(self.loop_small),
-                "loop_large": one(self.loop_large)}
+
+        return {
+            "eager": one(self.eager),
+            "compiled": one(self.compiled),
+            "loop_small": one(self.loop_small),
+            "loop_large": one(self.loop_large),
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> BaselineLooks:
         def one(x: dict | None) -> tt.Looks | None:
             return None if x is None else tt.Looks(int(x["calls"]), tuple(float(s) for s in x["seconds"]))
+
         eager, small, large = one(d["eager"]), one(d["loop_small"]), one(d["loop_large"])
         assert eager is not None and small is not None and large is not None
         return cls(eager, one(d["compiled"]), small, large)
 
 
-def burst_baselines(ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, cache: KVCache | None,
-                    base_key: str, kind: str) -> BaselineLooks | None:
+def burst_baselines(
+    ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, cache: KVCache | None, base_key: str, kind: str
+) -> BaselineLooks | None:
     """Eager's, torch.compile's and the loop's bursts in the reference child, in the candidate's mode,
     cached beside the baselines. None when a side would not capture now (the comparison would not be
     like with like: no milestone can be confirmed)."""
@@ -312,8 +373,9 @@ def burst_baselines(ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int,
     return out
 
 
-def trusted_verdict(res: EvalResult, cfg: EvalConfig, rec: BurstRecord, base: BaselineLooks | None,
-                    floor: float) -> tt.Verdict:
+def trusted_verdict(
+    res: EvalResult, cfg: EvalConfig, rec: BurstRecord, base: BaselineLooks | None, floor: float
+) -> tt.Verdict:
     """The time that counts (`timing.clock.judge`), recorded in the result; a forged time ends the
     evaluation (rejected). Without like-for-like baselines no milestone is confirmed."""
     assert res.timing is not None and res.eager_timing is not None
@@ -321,20 +383,38 @@ def trusted_verdict(res: EvalResult, cfg: EvalConfig, rec: BurstRecord, base: Ba
     res.reported_ms = round(claim, 6)
     res.trusted_mode = "+".join([rec.kind, *_clock_opt_ins(cfg)])
     if base is None:
-        v = tt.Verdict("unconfirmed", claim, claim, {}, False, False,
-                       "the evaluator's clock could not time the baselines like the candidate: no milestone is confirmed",
-                       grants=False)
+        v = tt.Verdict(
+            "unconfirmed",
+            claim,
+            claim,
+            {},
+            False,
+            False,
+            "the evaluator's clock could not time the baselines like the candidate: no milestone is confirmed",
+            grants=False,
+        )
         res.findings.append(Finding("timing-unconfirmed", v.message, Severity.WARN))
         return v
     fit = tt.fit_loop(base.loop_small, base.loop_large)
     cand_net = tt.net_ms(rec.looks, fit)
     sides = [tt.Side("eager", res.eager_timing.median_ms, tt.net_ms(base.eager, fit), tt.noise_ms(base.eager))]
     if base.compiled is not None and res.compile_timing is not None:
-        sides.append(tt.Side("torch.compile", res.compile_timing.median_ms, tt.net_ms(base.compiled, fit),
-                             tt.noise_ms(base.compiled)))
-    v = tt.judge(claim, cand_net, tt.noise_ms(rec.looks), sides, rec.kind, 0.5 * floor, res.timing.enqueue_ms,
-                 tt.TOL_CAP if cfg.device == "cuda" else tt.HOST_LANE_CAP,
-                 tt.FORGED if cfg.device == "cuda" else tt.HOST_LANE_FORGED)
+        sides.append(
+            tt.Side(
+                "torch.compile", res.compile_timing.median_ms, tt.net_ms(base.compiled, fit), tt.noise_ms(base.compiled)
+            )
+        )
+    v = tt.judge(
+        claim,
+        cand_net,
+        tt.noise_ms(rec.looks),
+        sides,
+        rec.kind,
+        0.5 * floor,
+        res.timing.enqueue_ms,
+        tt.TOL_CAP if cfg.device == "cuda" else tt.HOST_LANE_CAP,
+        tt.FORGED if cfg.device == "cuda" else tt.HOST_LANE_FORGED,
+    )
     res.trusted_ms = round(cand_net, 6)
     res.trusted_eager_ms = round(sides[0].net_ms, 6)
     res.trusted_compile_ms = round(sides[1].net_ms, 6) if len(sides) > 1 else None
@@ -360,8 +440,16 @@ def timed_references(ref: Child, res: EvalResult, cfg: EvalConfig, req: P.Time, 
     ask(ref, res, P.Run(seeds, "tref", keep=True), cfg.correctness_timeout, "reference", P.RunReply)
 
 
-def check_timed_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task, req: P.Time,
-                        outputs: list[P.OutputRecord], n_seeds: int, max_bytes: int) -> None:
+def check_timed_outputs(
+    ref: Child,
+    res: EvalResult,
+    cfg: EvalConfig,
+    task: Task,
+    req: P.Time,
+    outputs: list[P.OutputRecord],
+    n_seeds: int,
+    max_bytes: int,
+) -> None:
     assert req.out_dir is not None
     for i, rec in enumerate(outputs):
         g = rec.call or 0
@@ -374,9 +462,12 @@ def check_timed_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task
 
 
 def baseline_key(cfg: EvalConfig, res: EvalResult, req: P.Time) -> str:
-    return (f"baseline/{res.task_hash}/{res.gpu}/{res.torch}/{res.precision}/{cfg.compile_baseline}/"
-            f"{cfg.n_timing_sets}x{cfg.n_timed}/{cfg.max_cv}/{TIMING_PROTOCOL}" + ("/fresh" if req.fresh_seed is not None else "")
-            + ("" if cfg.round_spread == "cv" else f"/{cfg.round_spread}"))
+    return (
+        f"baseline/{res.task_hash}/{res.gpu}/{res.torch}/{res.precision}/{cfg.compile_baseline}/"
+        f"{cfg.n_timing_sets}x{cfg.n_timed}/{cfg.max_cv}/{TIMING_PROTOCOL}"
+        + ("/fresh" if req.fresh_seed is not None else "")
+        + ("" if cfg.round_spread == "cv" else f"/{cfg.round_spread}")
+    )
 
 
 def build_compiled(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: KVCache | None) -> bool | None:
@@ -396,12 +487,16 @@ def build_compiled(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, ca
 
 
 def _compile_failed(res: EvalResult, why: str) -> None:
-    res.findings.append(Finding("compile-baseline-failed", f"torch.compile of the reference failed ({why}); eager stands in",
-                                Severity.WARN))
+    res.findings.append(
+        Finding(
+            "compile-baseline-failed", f"torch.compile of the reference failed ({why}); eager stands in", Severity.WARN
+        )
+    )
 
 
-def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: KVCache | None,
-              built: bool | None = None) -> None:
+def baselines(
+    cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: KVCache | None, built: bool | None = None
+) -> None:
     """Time eager and torch.compile (inside the timed section). `built` False: the build before the
     section failed (`build_compiled` recorded why), so it is not tried again here (eager stands in)."""
     key = baseline_key(cfg, res, req)
@@ -412,9 +507,12 @@ def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: 
         res.cache["baselines"] = True
         return
     res.cache["baselines"] = False
-    base = P.Time(req.seeds, req.n_warmup, req.n_timed, req.max_cv, req.max_rounds, fresh_seed=req.fresh_seed,
-                  spread=req.spread)
-    res.eager_timing = TimingStats.from_dict(ask(ref, res, base, cfg.baseline_timeout, "baseline_eager", P.TimeReply).stats)
+    base = P.Time(
+        req.seeds, req.n_warmup, req.n_timed, req.max_cv, req.max_rounds, fresh_seed=req.fresh_seed, spread=req.spread
+    )
+    res.eager_timing = TimingStats.from_dict(
+        ask(ref, res, base, cfg.baseline_timeout, "baseline_eager", P.TimeReply).stats
+    )
     if cfg.compile_baseline and built is not False:
         t0 = time.monotonic()
         reply = ref.request(dataclasses.replace(base, compiled=True), cfg.baseline_timeout)
@@ -424,10 +522,17 @@ def baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: 
             res.compile_timing = TimingStats.from_dict(reply.stats)
         elif (why := failure(reply)) is not None:
             _compile_failed(res, why)
-    if cache is not None and (res.compile_timing is not None or not cfg.compile_baseline):  # a failed compile may be transient
+    if cache is not None and (
+        res.compile_timing is not None or not cfg.compile_baseline
+    ):  # a failed compile may be transient
         # an eager-only run (compile_baseline off) has no compile timing: stored as None, read back as None
-        cache.put(key, {"eager": res.eager_timing.__dict__,
-                        "compile": res.compile_timing.__dict__ if res.compile_timing is not None else None})
+        cache.put(
+            key,
+            {
+                "eager": res.eager_timing.__dict__,
+                "compile": res.compile_timing.__dict__ if res.compile_timing is not None else None,
+            },
+        )
 
 
 def extra_baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, cache: KVCache | None) -> None:
@@ -443,8 +548,16 @@ def extra_baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, c
         if cache is not None and (hit := cache.get(key)) is not None:
             res.baselines_ms[name] = float(hit["median_ms"])
             continue
-        base = P.Time(req.seeds, req.n_warmup, req.n_timed, req.max_cv, req.max_rounds, fresh_seed=req.fresh_seed,
-                      spread=req.spread, variant=baseline_set.CHILD_MODE[name])
+        base = P.Time(
+            req.seeds,
+            req.n_warmup,
+            req.n_timed,
+            req.max_cv,
+            req.max_rounds,
+            fresh_seed=req.fresh_seed,
+            spread=req.spread,
+            variant=baseline_set.CHILD_MODE[name],
+        )
         t0 = time.monotonic()
         reply = ref.request(base, cfg.baseline_timeout)
         res.phases_s[f"baseline_{name}"] = round(time.monotonic() - t0, 3)
@@ -455,8 +568,11 @@ def extra_baselines(cfg: EvalConfig, res: EvalResult, ref: Child, req: P.Time, c
                 cache.put(key, {"median_ms": stats.median_ms, "stats": stats.__dict__})
         else:
             why = failure(reply) or "no reply"
-            res.findings.append(Finding(f"baseline-{name}-failed", f"the {name} baseline failed ({why[:300]}); not reported",
-                                        Severity.WARN))
+            res.findings.append(
+                Finding(
+                    f"baseline-{name}-failed", f"the {name} baseline failed ({why[:300]}); not reported", Severity.WARN
+                )
+            )
 
 
 def flag_unstable(res: EvalResult, cfg: EvalConfig) -> None:
@@ -465,14 +581,27 @@ def flag_unstable(res: EvalResult, cfg: EvalConfig) -> None:
     if cfg.device != "cuda":
         return
     how = cfg.round_spread
-    shaky = [(name, t) for name, t in (("the candidate", res.timing), ("eager", res.eager_timing),
-                                       ("torch.compile", res.compile_timing)) if t is not None and t.spread_by(how) > cfg.max_cv]
+    shaky = [
+        (name, t)
+        for name, t in (
+            ("the candidate", res.timing),
+            ("eager", res.eager_timing),
+            ("torch.compile", res.compile_timing),
+        )
+        if t is not None and t.spread_by(how) > cfg.max_cv
+    ]
     if shaky:
         res.unstable = True
         word = "cv" if how == "cv" else "p10-p90 spread"
         what = ", ".join(f"{name} ({word} {t.spread_by(how):.3f} after {t.rounds} rounds)" for name, t in shaky)
-        res.findings.append(Finding("timing-unstable", f"timing spread above {cfg.max_cv:.0%}: {what}; the times and the "
-                                    "reward may be off (is something else using the GPU?)", Severity.WARN))
+        res.findings.append(
+            Finding(
+                "timing-unstable",
+                f"timing spread above {cfg.max_cv:.0%}: {what}; the times and the "
+                "reward may be off (is something else using the GPU?)",
+                Severity.WARN,
+            )
+        )
 
 
 def bandwidth(ref: Child, res: EvalResult, cfg: EvalConfig, cache: KVCache | None) -> float | None:
@@ -503,6 +632,22 @@ def speed_of_light(res: EvalResult, moved: int, bw: float | None) -> None:
         res.findings.append(f)
 
 
-__all__ = ["BaselineLooks", "BurstRecord", "bandwidth", "baseline_key", "baselines", "burst_baselines", "burst_candidate",
-           "check_burst_outputs", "check_timed_outputs", "clock_kind", "flag_unstable", "section", "speed_of_light",
-           "time_candidate", "time_request", "timed_references", "trusted_verdict"]
+__all__ = [
+    "BaselineLooks",
+    "BurstRecord",
+    "bandwidth",
+    "baseline_key",
+    "baselines",
+    "burst_baselines",
+    "burst_candidate",
+    "check_burst_outputs",
+    "check_timed_outputs",
+    "clock_kind",
+    "flag_unstable",
+    "section",
+    "speed_of_light",
+    "time_candidate",
+    "time_request",
+    "timed_references",
+    "trusted_verdict",
+]

@@ -1,4 +1,5 @@
 """relu(x @ W.T + b): a GEMM with an epilogue; cuBLAS plus a bias+ReLU pass ties eager."""
+
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
 """Hack: nn.functional fallback."""
+
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
 """Hack: torch fallback in forward."""
+
 import torch
 import torch.nn as nn
 
