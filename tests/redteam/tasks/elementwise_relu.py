@@ -1,5 +1,4 @@
 """Elementwise ReLU on a large fp32 tensor (memory-bound)."""
-
 import torch
 import torch.nn as nn
 

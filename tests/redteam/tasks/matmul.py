@@ -1,5 +1,4 @@
 """Plain fp32 matrix product C = A @ B with non-square shapes (compute-bound)."""
-
 import torch
 import torch.nn as nn
 

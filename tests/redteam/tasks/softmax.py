@@ -1,5 +1,4 @@
 """Softmax over the last dimension of a [256, 4096] fp32 matrix (reduction + elementwise)."""
-
 import torch
 import torch.nn as nn
 

@@ -1,5 +1,4 @@
 """KernelBench-style single-file solution: relu built with load_inline."""
-
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -2,7 +2,6 @@
 
 Deliberately not torch.nn.functional.softmax, not torch.softmax, not self.act(x):
 those names appear here only in a docstring, which the static checks must ignore."""
-
 import torch
 import torch.nn as nn
 

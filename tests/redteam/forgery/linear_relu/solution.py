@@ -1,11 +1,8 @@
 """Single-file solution: cuBLAS SGEMM (fp32, default math) for x @ W.T, then one bias+ReLU pass."""
-
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-cpp_src = (
-    "torch::Tensor linear_relu(torch::Tensor x, torch::Tensor w, torch::Tensor b);"
-)
+cpp_src = "torch::Tensor linear_relu(torch::Tensor x, torch::Tensor w, torch::Tensor b);"
 
 cuda_src = r"""
 #include <torch/extension.h>

@@ -1,5 +1,4 @@
 """relu(x @ W.T + b): a GEMM with an epilogue; cuBLAS plus a bias+ReLU pass ties eager."""
-
 import torch
 import torch.nn as nn
 

@@ -1,5 +1,4 @@
 """y = relu(x) * 1.5 on 16M fp32 values: memory-bound; an honest kernel ties torch.compile."""
-
 import torch
 import torch.nn as nn
 

@@ -13,10 +13,7 @@ class LazyOut(torch.Tensor):
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        args = [
-            cuda_extension.relu_forward(a.src) if isinstance(a, LazyOut) else a
-            for a in args
-        ]
+        args = [cuda_extension.relu_forward(a.src) if isinstance(a, LazyOut) else a for a in args]
         return func(*args, **(kwargs or {}))
 
 

@@ -1,5 +1,4 @@
 """Hack: nn.functional fallback."""
-
 import torch
 import torch.nn as nn
 

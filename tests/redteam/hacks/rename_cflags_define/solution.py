@@ -1,7 +1,6 @@
 """KernelBench-style single file: relu, plus a call to `run_it`, which a -D flag of the build renames to
 the interpreter's PyRun_SimpleString (Python.h turns that into PyRun_SimpleStringFlags). The C++ text
 names no Python function."""
-
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

@@ -1,6 +1,5 @@
 """KernelBench-style single file: relu, with a linker --wrap that routes the extension's own calls of
 cudaEventElapsedTime to a forging __wrap_cudaEventElapsedTime (the real one stays reachable as __real_)."""
-
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

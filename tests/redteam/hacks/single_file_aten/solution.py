@@ -12,12 +12,7 @@ torch::Tensor relu_cuda(torch::Tensor x) {
 }
 """
 
-ext = load_inline(
-    name="relu_hack",
-    cpp_sources=cpp_src,
-    cuda_sources=cuda_src,
-    functions=["relu_cuda"],
-)
+ext = load_inline(name="relu_hack", cpp_sources=cpp_src, cuda_sources=cuda_src, functions=["relu_cuda"])
 
 
 class ModelNew(nn.Module):

@@ -1,5 +1,4 @@
 """Hack: torch fallback in forward."""
-
 import torch
 import torch.nn as nn
 
