@@ -101,7 +101,9 @@ def test_ctrl_c_during_bench_keeps_results_and_exits_130(tmp_path, cache_env):
     suite, sols = tmp_path / "suite", tmp_path / "sols"
     suite.mkdir()
     src = (LANE / "task.py").read_text()
-    for i, width in enumerate((257, 129, 65, 33, 17, 9)):
+    # twelve tasks, so the signal lands while evaluations remain even when a loaded machine polls late
+    # (with six, a full-suite run once saw the bench finish, exit 0, before the first row was seen)
+    for i, width in enumerate((257, 129, 65, 33, 17, 9, 251, 127, 63, 31, 15, 7)):
         (suite / f"t{i}.py").write_text(src.replace("torch.randn(64, 257)", f"torch.randn(64, {width})"))
         shutil.copytree(LANE, sols / f"t{i}", ignore=shutil.ignore_patterns("task.py", "hostile", "solution_inline.py"))
     run = tmp_path / "run"
