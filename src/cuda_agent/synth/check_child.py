@@ -57,21 +57,7 @@ from cuda_agent.eval.gpu import detect as detect_gpu
 from cuda_agent.eval.judge.compare import compare_outputs
 from cuda_agent.eval.timing import gpu_lock as eval_gpu_lock
 from cuda_agent.eval.timing.events import make_clock
-
-RANDOM_OP_WORDS = (
-    "rand",
-    "bernoulli",
-    "dropout",
-    "normal",
-    "uniform",
-    "multinomial",
-    "exponential",
-    "geometric",
-    "cauchy",
-    "log_normal",
-    "poisson",
-    "rrelu",
-)
+from cuda_agent.synth.probe import RANDOM_OP_WORDS  # one list for the probe and the filter: they must agree
 
 
 class State:
