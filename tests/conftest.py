@@ -13,6 +13,23 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+def cpu_cfg(**overrides):
+    """The evaluator's settings for CPU-lane evaluations in tests: few timed calls, one round, short limits."""
+    from cuda_agent.eval.config import EvalConfig
+
+    base = dict(
+        device="cpu",
+        compile_baseline=False,
+        n_timed=10,
+        n_warmup=3,
+        max_rounds=1,
+        load_timeout=60,
+        correctness_timeout=20,
+        timing_timeout=60,
+    )
+    return EvalConfig(**{**base, **overrides})
+
+
 def has_cuda() -> bool:
     try:
         import torch

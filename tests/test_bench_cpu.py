@@ -13,13 +13,12 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, cpu_cfg
 
 from cuda_agent.bench.report import build_report
 from cuda_agent.bench.report_files import write_report
 from cuda_agent.bench.runner import find_solution, run_bench
 from cuda_agent.cli.main import main
-from cuda_agent.eval.config import EvalConfig
 from cuda_agent.pool.local import EvalJob, HarnessError, LocalPool
 from cuda_agent.task.suites import load_suite
 
@@ -27,19 +26,6 @@ pytestmark = pytest.mark.slow
 LANE = FIXTURES / "cpu_lane"
 # task id -> (input width, behaviour of the stored solution or None for no solution)
 TASKS = {"t1_good": (257, "good"), "t2_flaky": (129, "good"), "t3_segfault": (65, "segfault"), "t4_nosol": (33, None)}
-
-
-def cpu_cfg() -> EvalConfig:
-    return EvalConfig(
-        device="cpu",
-        compile_baseline=False,
-        n_timed=10,
-        n_warmup=3,
-        max_rounds=1,
-        load_timeout=60,
-        correctness_timeout=20,
-        timing_timeout=60,
-    )
 
 
 def make_suite(root: Path) -> tuple[Path, Path]:

@@ -156,10 +156,9 @@ def test_the_clocks_opt_ins_run_end_to_end_on_the_cpu_lane(tmp_path, cache_env):
     honest candidate's fresh baselines were read 3x off), which is the GPU's business to measure."""
     import shutil
 
-    from conftest import FIXTURES
+    from conftest import FIXTURES, cpu_cfg
 
     from cuda_agent.eval.api import evaluate_workspace
-    from cuda_agent.eval.config import EvalConfig
     from cuda_agent.eval.judge.result import Status
     from cuda_agent.task import Task
     from cuda_agent.task.workspace import init_workspace
@@ -170,15 +169,7 @@ def test_the_clocks_opt_ins_run_end_to_end_on_the_cpu_lane(tmp_path, cache_env):
     ws = init_workspace(Task.from_source(src, name="relu2_wide"), tmp_path / "ws")
     shutil.copytree(lane / "kernels", ws / "kernels", dirs_exist_ok=True)
     shutil.copy(lane / "model_new.py", ws / "model_new.py")
-    cfg = EvalConfig(
-        device="cpu",
-        compile_baseline=False,
-        n_timed=10,
-        n_warmup=3,
-        max_rounds=1,
-        load_timeout=60,
-        correctness_timeout=20,
-        timing_timeout=60,
+    cfg = cpu_cfg(
         reuse_results=False,
         clock_digest="rank1",
         clock_flush=True,

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, cpu_cfg
 
 from cuda_agent.eval.api import evaluate_workspace
 from cuda_agent.eval.config import EvalConfig
@@ -29,21 +29,6 @@ def make_ws(tmp_path: Path, behaviour: str = "good", name: str = "ws") -> Path:
     text = (LANE / "model_new.py").read_text().replace("cuda_extension.good(", f"cuda_extension.{behaviour}(")
     (ws / "model_new.py").write_text(text)
     return ws
-
-
-def cpu_cfg(**kw) -> EvalConfig:
-    base = dict(
-        device="cpu",
-        compile_baseline=False,
-        n_timed=10,
-        n_warmup=3,
-        max_rounds=1,
-        load_timeout=60,
-        correctness_timeout=20,
-        timing_timeout=60,
-    )
-    base.update(kw)
-    return EvalConfig(**base)
 
 
 def test_good_candidate_is_correct_and_timed(tmp_path, cache_env):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import FIXTURES
+from conftest import cpu_cfg as lane_cfg
 
 from cuda_agent.eval import pipeline
 from cuda_agent.eval.api import evaluate_workspace
@@ -43,19 +44,7 @@ def hostile_ws(tmp_path: Path, behaviour: str, name: str = "ws", defines: dict[s
 
 
 def cpu_cfg(**kw) -> EvalConfig:
-    base = dict(
-        device="cpu",
-        compile_baseline=False,
-        n_timed=10,
-        n_warmup=3,
-        max_rounds=1,
-        load_timeout=60,
-        correctness_timeout=20,
-        timing_timeout=60,
-        reuse_results=False,
-    )
-    base.update(kw)
-    return EvalConfig(**base)
+    return lane_cfg(**{"reuse_results": False, **kw})
 
 
 @pytest.fixture
