@@ -36,7 +36,10 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.manifest import BY_NAME, LIMIT_S, MEASUREMENTS, Step
+if __package__ in (None, ""):  # run as `python benchmarks/runner.py`: make `benchmarks` importable as a package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.manifest import BY_NAME, LIMIT_S, MEASUREMENTS, Step  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHIVE, TABLE, SUMMARY = "measurements.tar.gz", "measurements.txt", "measurements.json"
@@ -416,3 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(AttributeError, ValueError):
         sys.stdout.reconfigure(line_buffering=True, errors="replace")  # type: ignore[union-attr]
     return run(a.names, out.resolve(), stage, a.limit_s, a.wheels, probe_env=not a.no_env)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
