@@ -206,6 +206,20 @@ def test_list_and_dry_run_without_a_gpu():
     assert p.returncode == 2 and "unknown measurement: no-such-measurement" in p.stderr
 
 
+def test_the_runner_also_runs_as_a_script():
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run(
+        [sys.executable, "benchmarks/runner.py", "--list"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"^forgery ", p.stdout, re.M)
+
+
 def test_the_runner_imports_nothing_heavy():
     """--list and --dry-run start in well under a second: the runner and manifest import the standard
     library only (the programs they run import torch, in their own processes)."""
