@@ -128,15 +128,18 @@ def test_ctrl_c_during_bench_keeps_results_and_exits_130(tmp_path, cache_env):
         argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and _rows(run) < 1:
+    while time.monotonic() < deadline and _rows(run) < 1 and p.poll() is None:
         time.sleep(0.5)
+    if p.poll() is not None:  # ended before the signal: say how, so a failure in CI names its cause
+        out, err = p.communicate()
+        raise AssertionError(f"bench exited {p.returncode} before the signal: {out[-500:]} {err[-3000:]}")
     assert _rows(run) >= 1, "no result landed"
     os.killpg(p.pid, signal.SIGINT)  # what a terminal does: the whole foreground process group
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, (out[-500:], err[-3000:])
     assert "Traceback" not in err and "interrupted;" in err and "rerun the same command" in err, err
     kept = _rows(run)
-    assert kept >= 1 and f"{kept} result(s) are kept" in err
+    assert kept >= 1 and f"{kept} result(s) are kept" in err, (kept, err[-3000:])
     left = b"?"
     for _ in range(40):  # workers are killed; multiprocessing's resource tracker exits once its pipe closes
         left = subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True).stdout.strip()
