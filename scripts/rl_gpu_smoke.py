@@ -48,7 +48,7 @@ from cuda_agent.env.core import EnvConfig, Environment  # noqa: E402
 from cuda_agent.eval.config import EvalConfig  # noqa: E402
 from cuda_agent.pool.local import LocalPool  # noqa: E402
 from cuda_agent.rl.rollout import Rollout, RolloutConfig, roll_out  # noqa: E402
-from cuda_agent.rl.scoring import pool_evaluator  # noqa: E402
+from cuda_agent.rl.scoring import CPU_LANE, pool_evaluator  # noqa: E402
 from cuda_agent.rl.tiny import save_tiny_model  # noqa: E402
 from cuda_agent.rl.tokens import TemplateTokens  # noqa: E402
 from cuda_agent.task.taskfile import Task  # noqa: E402
@@ -342,16 +342,7 @@ def main() -> int:
     tok = AutoTokenizer.from_pretrained(model_dir)
     task, files, want = candidates(a.cpu)
     cfg = (
-        EvalConfig(
-            device="cpu",
-            compile_baseline=False,
-            n_timed=10,
-            n_warmup=3,
-            max_rounds=1,
-            load_timeout=60,
-            correctness_timeout=20,
-            timing_timeout=60,
-        )
+        EvalConfig(device="cpu", **CPU_LANE, load_timeout=60, correctness_timeout=20, timing_timeout=60)
         if a.cpu
         else EvalConfig()
     )
