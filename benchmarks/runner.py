@@ -36,12 +36,12 @@ import threading
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 if __package__ in (None, ""):  # run as `python benchmarks/runner.py`: make `benchmarks` importable as a package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(ROOT))
 
 from benchmarks.manifest import BY_NAME, LIMIT_S, MEASUREMENTS, Step  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 ARCHIVE, TABLE, SUMMARY = "measurements.tar.gz", "measurements.txt", "measurements.json"
 QUIET = re.compile(r"^W\d{4} |warnings\.warn|No CUDA runtime")  # noise not echoed (kept in output.log)
 MEMBER_MAX = 12 << 20  # a file larger than this is left out of the archive (named in summary.json)

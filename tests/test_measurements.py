@@ -185,11 +185,13 @@ def test_missing_input_and_spent_limit(monkeypatch, tmp_path):
     assert [s["timed_out"] for s in slow["steps"]] == [True, True] and slow["steps"][1]["seconds"] == 0.0
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
+def _python(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run(
-        [sys.executable, "-m", "benchmarks", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return _python("-m", "benchmarks", *args)
 
 
 def test_list_and_dry_run_without_a_gpu():
@@ -207,15 +209,7 @@ def test_list_and_dry_run_without_a_gpu():
 
 
 def test_the_runner_also_runs_as_a_script():
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    p = subprocess.run(
-        [sys.executable, "benchmarks/runner.py", "--list"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = _python("benchmarks/runner.py", "--list")
     assert p.returncode == 0, p.stderr
     assert re.search(r"^forgery ", p.stdout, re.M)
 
