@@ -15,7 +15,7 @@ times each, two ways:
 - "switch": the test-only hijack switch `fake_time=F` (the harness in the candidate's process
   reporting scaled times), with every gate on.
 Bar: no forger's reward above its honest twin's in any run; every factor <= 0.8 flagged
-(`timing-forged`, `timing-unconfirmed` or rejected); no forged time shown as `time_ms`. Then the honest solutions three
+(rejected, or a finding of `FLAGS`); no forged time shown as `time_ms`. Then the honest solutions three
 at a time sharing the GPU (`--shared`). Prints a table last; writes every result as JSON.
 
 `materialize(...)` writes a variant's files; tests/test_forgery_corpus.py checks them on the CPU.
@@ -150,6 +150,21 @@ def _one(args: tuple[str, float | None, str]) -> dict:
         return _evaluate(*args, tmp)
 
 
+# "Flagged with a finding" (the issue's words): rejected, or one of these findings of the parent's.
+# timing-unconfirmed is a claim beyond the clock's noise; it matters where the harness undid part of a lie
+# (H100, 2026-12-05: the native x0.7 forger's reported time came out only 7 % below the truth).
+# side-stream-work is the parent seeing the child's host time well above its event time and timing again
+# with a device synchronize: the native forger's scaled event timer trips it from x0.7 down, and where the
+# re-timing undoes the whole lie (H100, 2026-12-06, native x0.7 in 6 of 6 runs: reported 0.048-0.062 ms,
+# the honest kernel's 0.049) no claim is left to call unconfirmed, but the result still says the
+# candidate's own timing was not believed.
+FLAGS = frozenset({"timing-forged", "timing-unconfirmed", "side-stream-work"})
+
+
+def flagged(r: dict) -> bool:
+    return r["status"] == "rejected" or bool(FLAGS & set(r["findings"]))
+
+
 def judge_rows(rows: list[dict]) -> list[str]:
     """The bar, as failures (empty: it holds)."""
     bad = []
@@ -165,14 +180,7 @@ def judge_rows(rows: list[dict]) -> list[str]:
             bad.append(
                 f"{r['task']} {r['how']} x{r['factor']}: reward {r['reward']} above the honest twin's {min(twin)}"
             )
-        # "flagged with a finding" (the issue's words): rejected, timing-forged, or timing-unconfirmed (the
-        # claim beyond the clock's noise). The last matters where the harness undid part of a lie (H100,
-        # 2026-12-05: the native x0.7 forger's reported time came out only 7 % below the truth)
-        if (
-            r["factor"] <= 0.8
-            and r["how"] != "static"
-            and not (r["status"] == "rejected" or {"timing-forged", "timing-unconfirmed"} & set(r["findings"]))
-        ):
+        if r["factor"] <= 0.8 and r["how"] != "static" and not flagged(r):
             bad.append(f"{r['task']} {r['how']} x{r['factor']}: not flagged ({r['findings']})")
         if (
             r["time_ms"] is not None
@@ -241,9 +249,7 @@ def main() -> int:
         groups.setdefault((r["task"], r["how"], r["factor"]), []).append(r)
     for (task, how, f), rs in groups.items():
         rewards = ",".join(str(r["reward"]) for r in rs)
-        flagged = sum(
-            r["status"] == "rejected" or bool({"timing-forged", "timing-unconfirmed"} & set(r["findings"])) for r in rs
-        )
+        n_flagged = sum(flagged(r) for r in rs)
         tms = sorted(r["time_ms"] for r in rs if r["time_ms"] is not None)
         rep = sorted(r["reported_ms"] for r in rs if r["reported_ms"] is not None)
         # per run: the candidate's ratio to torch.compile on the evaluator's clock and on its own events
@@ -257,7 +263,7 @@ def main() -> int:
         )
         tols = ",".join(f"{r['trusted_tol']:.3f}" for r in rs if r.get("trusted_tol") is not None)
         print(
-            f"{task:12} {how:14} {'-' if f is None else f:>6}  {len(rs):>4}  {rewards:14} {flagged:>7}  "
+            f"{task:12} {how:14} {'-' if f is None else f:>6}  {len(rs):>4}  {rewards:14} {n_flagged:>7}  "
             f"{tms[len(tms) // 2] if tms else '-':>16}  {rep[len(rep) // 2] if rep else '-'}  {clock or '-'}  "
             f"{events or '-'}  {tols or '-'}"
         )

@@ -56,6 +56,7 @@ def gpu_check(*flags: str) -> tuple[str, ...]:
 
 SKIP_ALL = ("--skip-faults", "--skip-redteam", "--skip-examples", "--skip-pytest")
 GPU_CHECK_TABLE = r"^(hacks rejected|controls accepted|faults contained|passed \d|failed: |defences|trusted clock|GPU held|timing rounds|  of them)"
+BASELINE_ROWS = r"^(bench exit|\S+ \| [a-z_]+ \| )"  # benchmarks/baselines_all.py's last table
 CLOCK_AB = (("none", ""), ("cold", "cold"), ("flush-cold", "flush,cold"))
 X4_OPT_INS = (("none", ""), ("flush", "flush"), ("fresh", "fresh"), ("rank1", "rank1"), ("all", "flush,fresh,rank1"))
 
@@ -80,6 +81,10 @@ def _relu_forgers(clock: str, factors: tuple[str, ...], out: str) -> tuple[str, 
         "--out",
         "{out}/" + out,
     )
+
+
+def _forgery_full(task: str) -> tuple[str, ...]:
+    return ("{py}", "benchmarks/forgery_redteam.py", "--tasks", task, "--runs", "3", "--out", "{out}/forgery.json")
 
 
 MEASUREMENTS: tuple[Measurement, ...] = (
@@ -292,19 +297,24 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         (Step("clock_leak", ("{py}", "benchmarks/clock_leak.py", "--out", "{out}/leak.json"), 240),),
         headline=r"^\s*\d|^size",
     ),
+    # The full red team is two calls since both tasks in one ran past 534 s (H100, 0467285): relu_scale
+    # took about 400 s of it, linear_relu about 330 s. Each call judges its task's forgers against that
+    # task's honest runs of the same call.
     Measurement(
         "forgery",
-        "the forgery red team in full: 8 factors x native/switch x 3 runs, the honest kernels 3 times "
-        "and 3 sharing the GPU; the bar holds or fails",
+        "the forgery red team in full on the memory-bound workspace task (relu_scale): 8 factors x "
+        "native/switch x 3 runs, the honest kernel 3 times and 3 sharing the GPU; the bar holds or fails",
         "28",
-        "X2",
-        (
-            Step(
-                "forgery_redteam",
-                ("{py}", "benchmarks/forgery_redteam.py", "--runs", "3", "--out", "{out}/forgery.json"),
-                560,
-            ),
-        ),
+        "X2 (first task)",
+        (Step("forgery_redteam", _forgery_full("relu_scale"), 560),),
+        headline=r"^(BAR |  )",
+    ),
+    Measurement(
+        "forgery-gemm",
+        "the forgery red team in full on the single-file cuBLAS GEMM (linear_relu), as `forgery`",
+        "28",
+        "X2 (second task)",
+        (Step("forgery_redteam", _forgery_full("linear_relu"), 560),),
         headline=r"^(BAR |  )",
     ),
     Measurement(
@@ -389,11 +399,36 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement(
         "expert-profile",
         "the expert profile (ncu counters, the compiler's report, roofline verdicts) on gelu_chain "
-        "and linear_bias_relu, and every example with --baselines all",
+        "and linear_bias_relu, and those two with --baselines all",
         "32",
         "",
         (Step("gpu_issue32", ("bash", "scripts/gpu_issue32.sh"), 555),),
         headline=r"(verdict|exit)",
+    ),
+    Measurement(
+        "baselines-examples",
+        "every example's solution against each baseline (eager, compile, max-autotune, cuda-graph) and "
+        "the best, through `cuda-agent bench --baselines all`, then its report",
+        "32",
+        "",
+        (Step("baselines_all", ("{py}", "benchmarks/baselines_all.py", "examples", "--out", "{out}"), 400),),
+        headline=BASELINE_ROWS,
+    ),
+    Measurement(
+        "baselines-kb",
+        "the throughput mix's 22 KernelBench level-1/2 solutions against each baseline and the best, "
+        "as `baselines-examples` (resumable store: a cut run keeps its finished tasks)",
+        "32",
+        "",
+        (
+            Step(
+                "baselines_all",
+                ("{py}", "benchmarks/baselines_all.py", "kb", "--kernelbench", ".kb", "--out", "{out}"),
+                555,
+            ),
+        ),
+        headline=BASELINE_ROWS,
+        needs=(".kb",),
     ),
 )
 

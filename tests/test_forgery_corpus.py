@@ -66,6 +66,12 @@ def test_the_bar_fails_on_a_gained_milestone_an_unflagged_lie_or_a_forged_time_s
     shown = {**fine, "time_ms": 0.8}
     for row, needle in ((gained, "above the honest"), (unflagged, "not flagged"), (shown, "shown as time_ms")):
         assert any(needle in b for b in fr.judge_rows([honest, row])), row
+    # the parent re-timed it with a device synchronize (its host time far above its events): flagged, even
+    # where the re-timing undid the lie so that the claim agrees with the clock; a warning of another kind is not
+    retimed = {**fine, "findings": ["symbol-rename", "side-stream-work"], "reported_ms": 1.0, "time_ms": 1.01}
+    assert fr.judge_rows([honest, retimed]) == []
+    other = {**retimed, "findings": ["symbol-rename", "timing-unstable"]}
+    assert any("not flagged" in b for b in fr.judge_rows([honest, other]))
 
 
 @pytest.mark.slow

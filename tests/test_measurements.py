@@ -201,7 +201,10 @@ def test_list_and_dry_run_without_a_gpu():
         assert re.search(rf"^{re.escape(m.name)} ", p.stdout, re.M), m.name
     p = _cli("--dry-run", "forgery", "clock-cold-ab", "throughput")
     assert p.returncode == 0, p.stderr
-    assert "benchmarks/forgery_redteam.py --runs 3 --out '$OUT/forgery/forgery_redteam/forgery.json'" in p.stdout
+    assert (
+        "benchmarks/forgery_redteam.py --tasks relu_scale --runs 3 --out '$OUT/forgery/forgery_redteam/forgery.json'"
+        in p.stdout
+    )
     assert p.stdout.count("scripts/gpu_check.py") == 3 and "--clock flush,cold" in p.stdout
     assert "total 1630 s" in p.stdout and "more than one device call" in p.stdout
     p = _cli("no-such-measurement")
