@@ -128,7 +128,9 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "every example's solution once (and the single-file forms, the release layout)",
         "2, 13, 28",
         "X1 (third part), B, S (diag_matmul)",
-        (Step("gpu_check", gpu_check("--skip-faults", "--skip-redteam", "--skip-pytest"), 200),),
+        # 200 s cut it after row_softmax_wide (H100, fresh machine, 0467285): each example's first run pays
+        # its build and its baselines
+        (Step("gpu_check", gpu_check("--skip-faults", "--skip-redteam", "--skip-pytest"), 320),),
         headline=GPU_CHECK_TABLE,
     ),
     Measurement(
