@@ -110,7 +110,7 @@ def _child(conn) -> None:
         elif op == "events":
             n, mode = msg["n"], msg["mode"]
             fn = graphs[(n, mode)][2]
-            from cuda_agent.eval.timing.events import time_calls
+            from cuda_agent.eval.shared.events import time_calls
 
             sets = [[torch.randn(n, device="cuda")] for _ in range(2)]
             stats, _ = time_calls(fn, sets, n_warmup=5, n_timed=50, max_cv=0.05, max_rounds=3, spread="p10p90")

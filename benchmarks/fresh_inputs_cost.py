@@ -3,7 +3,7 @@
 Issue 16's defence split (scripts/gpu_check.py --overhead) put most of the defences' cost in the
 timed calls themselves (`timing.calls` 0.60 s with the defences, 0.36 s without, on diag_matmul).
 Of the defences only fresh timing inputs (a new input set drawn before each timed call,
-`timing.events.time_calls`) add work per call, so this times `time_calls` on the task's own model with
+`shared.events.time_calls`) add work per call, so this times `time_calls` on the task's own model with
   none      the two fixed input sets rotated (the defences off);
   draw      a fresh set per call, drawn without reseeding (what the draw alone costs);
   old_seed  a fresh set per call under `torch.manual_seed` (the evaluator before this benchmark);
@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from cuda_agent.eval.child.state import import_file, seed_all
-from cuda_agent.eval.timing.events import derive_seed, time_calls
+from cuda_agent.eval.shared.events import derive_seed, time_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 

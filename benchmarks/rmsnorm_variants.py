@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from cuda_agent.eval.timing.events import time_calls
+from cuda_agent.eval.shared.events import time_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 LD = {0: "ldg", 1: "ldcs", 2: "nc.L2:256B"}

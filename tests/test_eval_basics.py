@@ -15,9 +15,9 @@ from conftest import FIXTURES, ROOT
 
 from cuda_agent.cli.main import main
 from cuda_agent.eval.build.workspace import build
-from cuda_agent.eval.judge.compare import compare_outputs
 from cuda_agent.eval.judge.result import EvalResult, Status
 from cuda_agent.eval.judge.reward import milestone_reward
+from cuda_agent.eval.shared.compare import compare_outputs
 from cuda_agent.task import Task, TaskError
 from cuda_agent.task.workspace import init_workspace, stage
 
@@ -283,7 +283,7 @@ def test_result_json_round_trip():
 
 
 def test_calls_per_round_grows_for_short_calls_and_is_capped():
-    from cuda_agent.eval.timing.events import MAX_TIMED, calls_per_round
+    from cuda_agent.eval.shared.events import MAX_TIMED, calls_per_round
 
     assert calls_per_round(50, 0.01) == 50  # 10 ms calls: the configured count
     assert calls_per_round(50, 30e-6) == MAX_TIMED  # 30 us calls: capped

@@ -1,10 +1,11 @@
 """The evaluator's trust boundary, as its layout draws it, checked on the syntax tree (no imports executed).
 
 `cuda_agent.eval.child` is what runs in the evaluation children, the candidate's process among them: nothing
-it returns is believed without a check in the parent. Everything else in `cuda_agent.eval` is the parent's.
-The two sides meet only in the shared modules below (the message types and the little else a child must run
-that is the parent's own code); those import nothing of the parent's, so nothing of the parent reaches a
-child through them. The parent starts the children's programs by module name and never imports them."""
+it returns is believed without a check in the parent. `cuda_agent.eval.shared` is the code both sides run.
+Everything else in `cuda_agent.eval` is the parent's. A child imports its own package, the shared one and,
+of the parent's side, only the message types below; the shared package imports only itself and the message
+types; the message types import nothing of the parent's but each other. So nothing of the parent's reaches
+a child. The parent starts the children's programs by module name and never imports them."""
 
 from __future__ import annotations
 
@@ -15,19 +16,18 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 EVAL = SRC / "cuda_agent" / "eval"
 CHILD = "cuda_agent.eval.child"
 
-# What a child may import of the parent's side, and why.
-SHARED = {
-    "cuda_agent.eval.channel.messages": "the message types: requests and replies, parsed and checked by both sides",
+# The message types: what travels between parent and child, the one part of the parent's side a child
+# imports, and why.
+MESSAGE_TYPES = {
+    "cuda_agent.eval.channel.messages": "the requests and replies, parsed and checked by both sides",
     "cuda_agent.eval.channel.tensorfile": "the format outputs travel in, at paths the parent computes",
-    "cuda_agent.eval.timing.events": "the one event timing method, run in the children for candidate and baselines",
-    "cuda_agent.eval.judge.compare": "the reference child compares the candidate's outputs where they are (the GPU)",
-    "cuda_agent.eval.judge.result": "plain data (CheckRecord, Finding) the comparison and the messages carry",
-    "cuda_agent.eval.checks.negative_controls": "the reference child runs the task's negative controls",
+    "cuda_agent.eval.judge.result": "the plain records (CheckRecord, Finding) the messages carry",
 }
+SHARED = "cuda_agent.eval.shared"  # the code both sides run: event timing, output comparison, negative controls
 # Outside the evaluator, other layers' own child processes use the op log as a tool.
 OTHER_USERS_OF_CHILD = {"cuda_agent.synth.check_child", "cuda_agent.synth.probe"}
 TOP_LEVEL = {"__init__", "api", "config", "pipeline", "gpu", "progress"}
-SUBPACKAGES = {"child", "channel", "build", "checks", "timing", "judge", "profile"}
+SUBPACKAGES = {"child", "shared", "channel", "build", "checks", "timing", "judge", "profile"}
 
 
 def _module_name(path: Path) -> str:
@@ -73,7 +73,7 @@ def test_layout_is_the_drawn_one():
     assert subs == SUBPACKAGES
     for sub in subs:
         assert (EVAL / sub / "__init__.py").is_file(), sub
-    assert all(_is_module(m) for m in SHARED), "a shared module moved: update SHARED and ARCHITECTURE.md"
+    assert all(_is_module(m) for m in MESSAGE_TYPES), "a message type moved: update MESSAGE_TYPES and ARCHITECTURE.md"
 
 
 def test_package_inits_import_nothing():
@@ -98,26 +98,42 @@ def test_parent_never_imports_the_child_side():
     assert not bad, "the parent's side imports the child's:\n" + "\n".join(bad)
 
 
-def test_child_imports_only_itself_and_the_shared_modules():
+def _inside(m: str, pkg: str) -> bool:
+    return m == pkg or m.startswith(pkg + ".")
+
+
+def _may_import(me: str, m: str, own: tuple[str, ...]) -> bool:
+    """Its own packages, the message types, or a package __init__ on the way (they are all empty)."""
+    return any(_inside(m, p) for p in own) or m in MESSAGE_TYPES or (_is_package(m) and me.startswith(m))
+
+
+def _bad_imports(own: tuple[str, ...]) -> list[str]:
     bad = []
     for path in _eval_files():
         me = _module_name(path)
-        if not me.startswith(CHILD):
-            continue
-        for m in imported_modules(path):
-            if not (m.startswith(CHILD) or m in SHARED or (_is_package(m) and CHILD.startswith(m))):
-                bad.append(f"{me} imports {m}")
+        if _inside(me, own[0]):
+            bad += [f"{me} imports {m}" for m in imported_modules(path) if not _may_import(me, m, own)]
+    return bad
+
+
+def test_child_imports_only_itself_the_shared_code_and_the_message_types():
+    bad = _bad_imports((CHILD, SHARED))
     assert not bad, "a child module imports the parent's side:\n" + "\n".join(bad)
 
 
-def test_shared_modules_import_nothing_of_the_parent():
+def test_shared_code_imports_only_itself_and_the_message_types():
+    bad = _bad_imports((SHARED,))
+    assert not bad, "the shared code reaches into the parent:\n" + "\n".join(bad)
+
+
+def test_message_types_import_nothing_of_the_parent():
     bad = []
-    for name in SHARED:
+    for name in MESSAGE_TYPES:
         path = SRC.joinpath(*name.split(".")).with_suffix(".py")
         for m in imported_modules(path):
-            if m not in SHARED and not (_is_package(m) and m.startswith("cuda_agent.eval")):
+            if m not in MESSAGE_TYPES and not (_is_package(m) and m.startswith("cuda_agent.eval")):
                 bad.append(f"{name} imports {m}")
-    assert not bad, "a shared module reaches into the parent:\n" + "\n".join(bad)
+    assert not bad, "a message type reaches into the parent:\n" + "\n".join(bad)
 
 
 def test_op_log_and_allow_list_agree_on_copies():

@@ -86,7 +86,7 @@ def test_evaluation_child_imports_only_stdlib_numpy_torch():
                 todo.append(name)
             elif top not in sys.stdlib_module_names and top not in allowed_third_party and top != "__future__":
                 bad.append(f"{path.relative_to(SRC)} imports {name}")
-    assert "cuda_agent.eval.timing.events" in seen and "cuda_agent.eval.channel.tensorfile" in seen
+    assert "cuda_agent.eval.shared.events" in seen and "cuda_agent.eval.channel.tensorfile" in seen
     assert not any(
         m.startswith(("cuda_agent.task", "cuda_agent.agent", "cuda_agent.llm", "cuda_agent.cli")) for m in seen
     ), seen

@@ -15,8 +15,8 @@ from conftest import ROOT
 
 from cuda_agent.cli.main import main
 from cuda_agent.eval.checks.lint_task import lint_task
-from cuda_agent.eval.checks.negative_controls import NEAR_MISS_FACTOR, is_weak
-from cuda_agent.eval.judge.compare import REL_L2_MAX, compare_outputs
+from cuda_agent.eval.shared.compare import REL_L2_MAX, compare_outputs
+from cuda_agent.eval.shared.negative_controls import NEAR_MISS_FACTOR, is_weak
 from cuda_agent.task import Task
 
 META = [{"tensor": True, "plain": True, "device": "cpu", "aliases_input": False}]

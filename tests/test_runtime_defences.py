@@ -23,7 +23,7 @@ from cuda_agent.eval.checks.speed_of_light import bandwidth_for, finding, floor_
 from cuda_agent.eval.child.guards import OpLog, new_threads, thread_ids
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.judge.result import Severity, Status
-from cuda_agent.eval.timing.events import PROBE_CALLS, derive_seed, side_stream_suspect, time_calls
+from cuda_agent.eval.shared.events import PROBE_CALLS, derive_seed, side_stream_suspect, time_calls
 from cuda_agent.task import Task
 from cuda_agent.task.workspace import init_workspace
 
@@ -124,7 +124,7 @@ def test_fresh_inputs_give_every_timed_call_new_values_and_keep_checked_outputs(
     assert len(timed) == stats["n"] >= 20 and len(set(timed)) == len(timed)
     n = stats["n"]
     assert set(kept) == {0, n // 2, min(n - 1, int(0.99 * n))}  # the caller's picks, not the harness's
-    from cuda_agent.eval.timing.events import checked_calls
+    from cuda_agent.eval.shared.events import checked_calls
 
     assert checked_calls(10, [0.5, 0.51, 0.52]) == {5, 6, 7}  # colliding picks stay distinct
     assert checked_calls(2, [0.1, 0.2, 0.3]) == {0, 1}

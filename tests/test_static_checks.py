@@ -206,7 +206,7 @@ PY_CASES = [
             top="class D:\n    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n        return None\n",
         ),
     ),
-    ("import-cuda-agent", model(OK_FORWARD, imports="import cuda_agent.eval.timing.events\n")),
+    ("import-cuda-agent", model(OK_FORWARD, imports="import cuda_agent.eval.shared.events\n")),
     ("lowered-precision", model("return cuda_extension.op(x.half(), y)")),
     ("lowered-precision", model("return cuda_extension.op(x.to(torch.bfloat16), y)")),
     ("lowered-precision", model(OK_FORWARD, top="torch.set_float32_matmul_precision('high')\n")),

@@ -11,8 +11,8 @@ import time
 import pytest
 import torch
 
-from cuda_agent.eval.timing import events as timing
-from cuda_agent.eval.timing.events import PROBE_CALLS, side_stream_suspect, time_calls
+from cuda_agent.eval.shared import events as timing
+from cuda_agent.eval.shared.events import PROBE_CALLS, side_stream_suspect, time_calls
 
 
 class ScriptedClock:

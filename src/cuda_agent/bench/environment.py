@@ -58,11 +58,11 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
 
 
 def settings(cfg: EvalConfig) -> dict[str, Any]:
-    from cuda_agent.eval.judge.compare import REL_L2_MAX  # imports torch: only when a bench starts
+    from cuda_agent.eval.shared.compare import REL_L2_MAX  # imports torch: only when a bench starts
 
     d = dataclasses.asdict(cfg)
     out = {k: d[k] for k in SETTINGS}
-    out["timing"] = "device time per call, L2 flushed, stream held while the host enqueues (eval.timing.events)"
+    out["timing"] = "device time per call, L2 flushed, stream held while the host enqueues (eval.shared.events)"
     out["tolerance"] = f"per task (fp32 default atol = rtol = 1e-2), relative L2 at most {REL_L2_MAX:g} per output"
     out["reward"] = "paper Eq. 1: -1 fail; 3 if > 5 % faster than eager and torch.compile; 2 if only eager; else 1"
     return out

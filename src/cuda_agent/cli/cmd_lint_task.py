@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verdict(c: dict[str, Any]) -> str:
-    from cuda_agent.eval.checks.negative_controls import is_weak
+    from cuda_agent.eval.shared.negative_controls import is_weak
 
     if c["passes"]:
         return "PASSES"

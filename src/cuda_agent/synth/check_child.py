@@ -11,10 +11,10 @@ first). Commands:
   empty outputs). A later `load` replaces the task (re-shaping).
 - `checks` {seeds, fixed_seed, atol, rtol}: stochasticity (random ATen ops in
   `eval.child.guards.OpLog`; two calls on one input under different RNG
-  states, compared at 1e-5) and anti-hack (`eval.checks.negative_controls.run_controls`
+  states, compared at 1e-5) and anti-hack (`eval.shared.negative_controls.run_controls`
   with the task's tolerances, the same controls as `lint-task`).
 - `time` {compiled, max_calls, budget_s}: median time per call, warm-up
-  first; the event clock with an L2 flush on the GPU (`eval.timing.events.make_clock`),
+  first; the event clock with an L2 flush on the GPU (`eval.shared.events.make_clock`),
   the host clock on the CPU.
 - `compile_check` {seeds, atol, rtol}: `torch.compile` (default mode), its
   outputs against eager on each seed with the task's tolerances.
@@ -51,12 +51,12 @@ from typing import Any
 
 import torch
 
-from cuda_agent.eval.checks.negative_controls import run_controls
 from cuda_agent.eval.child.guards import OpLog
 from cuda_agent.eval.gpu import detect as detect_gpu
-from cuda_agent.eval.judge.compare import compare_outputs
+from cuda_agent.eval.shared.compare import compare_outputs
+from cuda_agent.eval.shared.events import make_clock
+from cuda_agent.eval.shared.negative_controls import run_controls
 from cuda_agent.eval.timing import gpu_lock as eval_gpu_lock
-from cuda_agent.eval.timing.events import make_clock
 from cuda_agent.synth.probe import RANDOM_OP_WORDS  # one list for the probe and the filter: they must agree
 
 

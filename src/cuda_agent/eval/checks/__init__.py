@@ -9,6 +9,6 @@
 - `symbols.py`        the built objects' undefined symbols against the pristine binding's.
 - `runtime.py`        the verdict on the runtime guards' report (the allow-list; `child/guards.py` logs).
 - `speed_of_light.py` a time no correct kernel can reach on this device.
-- `negative_controls.py` trivial "solutions" that must fail a task's check (run in the reference child).
-- `lint_task.py`      weak-task lint: would trivial outputs pass this task's correctness check?
+- `lint_task.py`      weak-task lint: would trivial outputs pass this task's correctness check? (the
+                      controls themselves are `shared/negative_controls.py`)
 - `sanitize.py`       the opt-in compute-sanitizer lane."""

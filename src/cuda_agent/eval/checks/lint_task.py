@@ -3,14 +3,14 @@
 Contract: `lint_task(task, device=...)` starts one trusted reference child
 (the same `child/main.py` the evaluator uses; it runs only the task's own Model),
 draws `n_seeds` fresh secret seeds plus one fixed seed, and runs the negative
-controls of `checks/negative_controls.py` (zeros, a constant, pass-through of the first
+controls of `shared/negative_controls.py` (zeros, a constant, pass-through of the first
 input, the output of another seed, the output of one fixed input set, i.e.
 an answer precomputed at init) through the evaluator's comparison with the
 task's tolerances. Returns a `LintReport`: `passing` names every control the
 evaluator itself would accept (a hole: the task must be fixed or dropped);
 `weak` adds the controls that pass the paper's elementwise rule alone (what
 KernelBench-style harnesses check; our relative-L2 bound is what rejects them)
-or miss it by less than `checks.negative_controls.NEAR_MISS_FACTOR` (another draw of
+or miss it by less than `shared.negative_controls.NEAR_MISS_FACTOR` (another draw of
 inputs may let them through), so a benchmark or a synthesized dataset can drop
 or fix the task. A failure of the task itself (raises, hangs) is a report with
 `error` set, not an exception.
@@ -30,8 +30,8 @@ from typing import Any
 from cuda_agent.eval.channel import messages as P
 from cuda_agent.eval.channel.children import child_env
 from cuda_agent.eval.channel.processes import Child, ChildFailure
-from cuda_agent.eval.checks.negative_controls import NEAR_MISS_FACTOR, is_weak
 from cuda_agent.eval.progress import phase as announce
+from cuda_agent.eval.shared.negative_controls import NEAR_MISS_FACTOR, is_weak
 from cuda_agent.task.taskfile import Task
 
 

@@ -12,7 +12,8 @@ and every guard report (`guards.py`) is judged by the parent (`checks/runtime.py
 - `guards.py`    the runtime guards: the ATen op log and the thread census.
 - `profiling.py` the expert profile's child program (`python -m cuda_agent.eval.child.profiling`).
 
-Besides this package, a child imports only the shared modules `tests/test_eval_boundary.py` lists
-(the message types, the tensor file format, the event timing method, and for the reference child
-the comparison and the negative controls), the standard library, numpy and torch. Nothing outside
+Besides this package, a child imports only the message types (`channel/messages.py`, the tensor file
+format `channel/tensorfile.py`, the result records of `judge/result.py`), the code both sides run
+(`shared/`: the event timing method, and for the reference child the comparison and the negative
+controls), the standard library, numpy and torch (`tests/test_eval_boundary.py` checks it). Nothing outside
 this package imports it, except as a program to start. This __init__ stays empty of imports."""

@@ -37,7 +37,7 @@ import torch
 
 from cuda_agent.eval.channel import messages as P
 from cuda_agent.eval.child.state import State, flatten, hijack, make_inputs, seed_all, sync
-from cuda_agent.eval.timing.events import derive_seed, l2_flush_buffer
+from cuda_agent.eval.shared.events import derive_seed, l2_flush_buffer
 
 DIGESTS_PER_OUTPUT = 2  # independent weight rows: a wrong output slips past one with ~10 % chance, past both ~1 %
 MAX_OUTPUTS = 16  # outputs digested per call

@@ -8,7 +8,7 @@ through files at paths the parent computes (`channel.messages.output_path`,
 for the candidate also load the built extension and ModelNew, copying
 Model's state_dict into it), `run` (outputs for given input seeds, with
 outputs poisoned before each call and inputs checked unchanged after it),
-`time` (per-call device timing, `timing.events.time_calls`, with fresh inputs per
+`time` (per-call device timing, `shared.events.time_calls`, with fresh inputs per
 timed call when the parent sends `fresh_seed`), `compare` (reference role:
 check a candidate's output file against outputs kept on the device, so large
 outputs never cross to the parent), `controls` (reference role: negative
@@ -81,9 +81,9 @@ from cuda_agent.eval.child.state import (
     seed_all,
     sync,
 )
-from cuda_agent.eval.judge.compare import compare_outputs
 from cuda_agent.eval.judge.result import CheckRecord
-from cuda_agent.eval.timing.events import derive_seed, make_clock, time_calls
+from cuda_agent.eval.shared.compare import compare_outputs
+from cuda_agent.eval.shared.events import derive_seed, make_clock, time_calls
 
 
 def _serve_prebuilt(prebuilt: dict[str, str]) -> None:
@@ -355,7 +355,7 @@ def cmd_controls(st: State, req: P.Controls) -> dict[str, Any]:
     """Reference role only: would trivial outputs pass correctness on this task? (lint-task)"""
     if st.role != "reference":
         raise PermissionError("controls run in the reference process only")
-    from cuda_agent.eval.checks.negative_controls import run_controls
+    from cuda_agent.eval.shared.negative_controls import run_controls
 
     return {
         "controls": run_controls(

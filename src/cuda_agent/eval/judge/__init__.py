@@ -1,6 +1,6 @@
-"""The judgement and its results.
+"""The judgement and its results (the comparison of outputs, run in the reference child, is
+`shared/compare.py`).
 
-- `compare.py`    candidate outputs against the reference's (run in the reference child, on the GPU).
 - `reward.py`     the milestone reward of the paper, a pure function.
 - `result.py`     the typed result of one evaluation (`EvalResult`, `Status`, `Finding`).
 - `result_key.py` the result cache's key: everything that decides a verdict.

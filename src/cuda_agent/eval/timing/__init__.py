@@ -1,7 +1,6 @@
-"""Timing, and the evaluator's clock with its verdict.
+"""Timing, and the evaluator's clock with its verdict (the event timing method the children run is
+`shared/events.py`).
 
-- `events.py`       the event timing method, the same for candidate and baselines (run in the children;
-                    the parent uses its seeds, its checked calls and its side-stream guard).
 - `clock.py`        the reward's time: the evaluator's own clock, and its verdict on the candidate's figure.
 - `timed.py`        the timed half of an evaluation: the candidate's timing, its timed outputs checked, the
                     clock's bursts, the baselines, the speed-of-light flag.

@@ -1,6 +1,6 @@
 """The reward's time: the evaluator's own clock, and how the candidate's own figure is judged by it.
 
-Why: the candidate's process measures its device time with CUDA events (`timing/events.py`), and code
+Why: the candidate's process measures its device time with CUDA events (`shared/events.py`), and code
 in that process (native code that reaches Python, or that redirects the CUDA runtime's event
 timer through the dynamic linker's tables, with no forbidden name in its source) can make those
 events say anything. Events are precise but the candidate's to forge; the parent's clock is

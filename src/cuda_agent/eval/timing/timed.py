@@ -2,7 +2,7 @@
 its timed outputs, the trusted bound, the baselines and the speed-of-light flag.
 
 Contract (called by `pipeline` in this order, with the candidate already correct):
-1. `time_candidate`: per-call device timing in the candidate child (`timing.events.time_calls`), the
+1. `time_candidate`: per-call device timing in the candidate child (`shared.events.time_calls`), the
    parent picking which fresh-input calls keep their outputs; the side-stream re-timing.
 2. `burst_candidate`: the candidate's back-to-back bursts on the parent's clock (`timing/clock.py`),
    prepared (a CUDA graph on a GPU) then clocked, while nothing else runs on the GPU;
@@ -19,7 +19,7 @@ Contract (called by `pipeline` in this order, with the candidate already correct
 Every candidate failure ends the evaluation through `channel.exchange.finish`.
 
 Not guaranteed: stable GPU clocks, or that another process leaves the GPU alone (see
-`timing/events.py` and `timing/clock.py`).
+`shared/events.py` and `timing/clock.py`).
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.gpu import GPU
 from cuda_agent.eval.judge.cache import KVCache
 from cuda_agent.eval.judge.result import EvalResult, Finding, Severity, Status, TimingStats
+from cuda_agent.eval.shared.events import PROTOCOL as TIMING_PROTOCOL
+from cuda_agent.eval.shared.events import checked_calls, derive_seed, side_stream_suspect
 from cuda_agent.eval.timing import clock as tt
 from cuda_agent.eval.timing import gpu_lock
-from cuda_agent.eval.timing.events import PROTOCOL as TIMING_PROTOCOL
-from cuda_agent.eval.timing.events import checked_calls, derive_seed, side_stream_suspect
 from cuda_agent.task.taskfile import Task
 
 

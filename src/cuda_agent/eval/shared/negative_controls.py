@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from cuda_agent.eval.judge.compare import compare_outputs
+from cuda_agent.eval.shared.compare import compare_outputs
 
 CONTROLS = ("zeros", "constant", "pass_through", "other_seed", "precomputed")
 NEAR_MISS_FACTOR = 2.0
