@@ -1,13 +1,13 @@
 """Issue 32 on a GPU: the expert profile on two examples, and what it adds per call.
 
 Run from the repository root: `bash scripts/gpu_issue32.sh` (sets PYTHONPATH=src). For each of
-gelu_chain (memory-bound elementwise) and linear_bias_relu (a cuBLASLt GEMM plus an epilogue
-kernel): a workspace from the bundled solution, one evaluation (`--phase profile`, which builds and
-warms the caches), one more with `--baselines all` (item 2: speedups against eager, torch.compile,
+gelu_chain (memory-bound elementwise) and linear_bias_relu (a cuBLASLt GEMM, its bias+ReLU epilogue
+fused: one kernel under ncu): a workspace from the bundled solution, one evaluation (`--phase profile`,
+which builds and warms the caches), one more with `--baselines all` (item 2: speedups against eager, torch.compile,
 max-autotune-no-cudagraphs and a CUDA-graph replay, and vs the best), then the expert profile three times: the first measures the GPU's ceilings (once
 per GPU model; the cache is cleared first), the next two are what an agent pays per call. Writes
-each profile's text, its phases and ncu's raw output under $OUT/issue32/ (the raw output is the real
-capture that should replace tests/fixtures/ncu/raw_page.csv), and prints a table last.
+each profile's text, its phases and ncu's raw output under $OUT/issue32/ (the H100 run's first captures
+are tests/fixtures/ncu/h100_*.csv), and prints a table last.
 Without a GPU every profile says counters are not available (no CUDA GPU) and shows the compiler's
 report; the table still prints.
 """

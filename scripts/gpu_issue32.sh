@@ -2,7 +2,7 @@
 # Issue 32 on a GPU (H200), in about 5-10 minutes: each example also evaluated with --baselines all; the expert profile (ncu counters, compiler report,
 # roofline verdicts) on a memory-bound example (gelu_chain) and a GEMM (linear_bias_relu), three
 # profiles each after one evaluation (the first measures the GPU's ceilings), the seconds each adds,
-# and ncu's raw CSV saved under $OUT/issue32/ (default ./out) to replace the modelled test fixture.
+# and ncu's raw CSV saved under $OUT/issue32/ (default ./out; the H100 run's are tests/fixtures/ncu/h100_*.csv).
 # Run from the repository root: bash scripts/gpu_issue32.sh   (sets PYTHONPATH=src itself)
 # Without a GPU it still runs: counters "not available: no CUDA GPU", the compiler's report, a table.
 set -uo pipefail

@@ -1,17 +1,22 @@
 """The expert profile (issue 32) on a machine without a GPU or Nsight Compute.
 
-What is real here: nvcc's `-Xptxas -v` report on kernels compiled in the test (registers, a real
-spill, shared memory), the workspace staging, the bounded runner's timeout, the summary's length.
-What is a stand-in: ncu's output. tests/fixtures/ncu/raw_page.csv is MODELLED on Nsight Compute's
-documented `--csv --page raw --print-units base` format (header, units row, one row per launch,
-thousands separators, `==PROF==` lines); it was not captured. The next GPU session must replace it with
-a real capture (scripts/gpu_issue32.sh saves one) and rerun these tests. The profile child is
-replaced by tests/fixtures/profile/stand_in_child.py, and ncu by small shell scripts, where the GPU
-path's plumbing is tested (detect() is patched to name a GPU that is not there).
+What is real here: ncu's output. tests/fixtures/ncu/h100_gelu_chain.csv and h100_linear_bias_relu.csv
+are captures from an H100 80GB HBM3 (ncu 2025.3.1, commit 0467285, 2026-12-06, `python3 -m benchmarks
+expert-profile`), next to the profile text that run printed from them (h100_*.profile.txt): the parsing
+tests assert the values the GPU printed, and the text rendered here again from the CSV must match it.
+Also real: nvcc's `-Xptxas -v` report on kernels compiled in the test (registers, a real spill, shared
+memory), the workspace staging, the bounded runner's timeout, the summary's length.
+What is modelled: tests/fixtures/ncu/modelled_multi_kernel.csv, hand-written on ncu's documented raw
+page for what the captures lack (several kernels, a kernel launched twice, an `n/a` value, the target's
+stdout between `==PROF==` lines); its figures are invented. What is a stand-in: the profile child
+(tests/fixtures/profile/stand_in_child.py, with its own ceilings) and ncu (small shell scripts that print
+a saved capture or an error), where the GPU path's plumbing is tested (detect() is patched to name a GPU
+that is not there).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -24,19 +29,94 @@ from cuda_agent.eval.profile import expert as ep
 from cuda_agent.eval.profile import ncu
 from cuda_agent.eval.profile import resources as profile_resources
 from cuda_agent.eval.profile import roofline as roof
-from cuda_agent.eval.profile.resources import ResourceReport, compile_report, ptxas_report, short_name
+from cuda_agent.eval.profile.resources import (
+    ResourceReport,
+    Resources,
+    compile_report,
+    ptxas_report,
+    short_name,
+)
 
 FIX = Path(__file__).resolve().parent / "fixtures"
-RAW = (FIX / "ncu" / "raw_page.csv").read_text()
+NCU = FIX / "ncu"
+H100_GELU = (NCU / "h100_gelu_chain.csv").read_text()  # real capture, see tests/fixtures/ncu/README.md
+H100_GEMM = (NCU / "h100_linear_bias_relu.csv").read_text()  # real capture
+MODELLED = (NCU / "modelled_multi_kernel.csv").read_text()  # hand-written: several kernels, two launches, n/a
+# The ceilings the H100 run measured, as its profile text printed them (three significant digits).
+H100 = roof.Ceilings(
+    "NVIDIA H100 80GB HBM3", 3.02e12, {"fp32": 52.1e12, "bf16": 788e12, "fp16": 758e12}, "2026-12-06T06:25:09Z"
+)
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").is_file() else None)
-CEIL = roof.Ceilings("NVIDIA H200", 4.3e12, {"fp32": 5.0e13, "bf16": 7.0e14}, "2026-12-05T00:00:00Z")
+CEIL = roof.Ceilings("NVIDIA H200", 4.3e12, {"fp32": 5.0e13, "bf16": 7.0e14}, "2026-12-05T00:00:00Z")  # stand-in
 
 
 # ---- ncu's output ----------------------------------------------------------------------------------------------------
 
 
-def test_parse_saved_raw_page():
-    rows = ncu.parse_csv(RAW)
+def test_parse_real_h100_capture_memory_bound():
+    assert H100_GELU.startswith("==WARNING==") and "==PROF== Connected" in H100_GELU  # ncu's own lines, skipped
+    [g] = ncu.parse_csv(H100_GELU)
+    assert g.name == "<unnamed>::gelu_chain_vec4(const float4 *, float4 *, long long)"
+    assert g.duration_ns == 89600.0  # "89,600" in ns: the H100 printed 89.6 us
+    assert g.get("dram__bytes_read.sum") == pytest.approx(8192 * 4096 * 4, rel=1e-3)  # the task's input, read once
+    assert g.dram_bytes() == 134_231_040 + 115_263_744
+    assert g.get("dram__throughput.avg.pct_of_peak_sustained_elapsed") == 83.12  # printed "DRAM 83 %"
+    assert g.get("sm__warps_active.avg.pct_of_peak_sustained_active") == 92.73  # printed "occupancy 93 %"
+    assert g.get("launch__registers_per_thread") == 29
+    assert (g.get("launch__grid_size"), g.get("launch__block_size")) == (1056, 256)  # "1,056" blocks
+    assert g.stalls()[:3] == [("long_scoreboard", 41.5), ("mio_throttle", 1.93), ("wait", 1.32)]
+    assert g.get("launch__tpc_enabled") is None  # one of ncu's own text columns ("all"): None, never a number
+
+
+def test_parse_real_h100_capture_gemm():
+    [k] = ncu.parse_csv(H100_GEMM)
+    assert k.name.startswith("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8") and "cublas" in k.name
+    assert k.duration_ns == 779488.0  # printed 779.5 us
+    assert k.get("launch__registers_per_thread") == 255
+    assert k.get("launch__shared_mem_per_block_dynamic") == 33792  # printed "33 KiB dynamic"
+    assert (k.get("launch__grid_size"), k.get("launch__block_size")) == (4096, 128)
+    assert k.get(ncu.TENSOR_METRIC) == 0 and k.get("sm__maximum_warps_per_active_cycle_pct") == 12.5
+    assert k.flops() == pytest.approx(2 * 16384 * 256 * 4096, rel=0.01)  # the task's GEMM (FMA = 2), fp32 FFMAs
+    assert [r for r, _ in k.stalls()[:3]] == ["not_selected", "short_scoreboard", "long_scoreboard"]
+
+
+def _kernel_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.startswith(("kernel ", "  "))]
+
+
+@pytest.mark.parametrize("example", ["gelu_chain", "linear_bias_relu"])
+def test_real_capture_renders_what_the_h100_printed(example):
+    rows = ncu.parse_csv((NCU / f"h100_{example}.csv").read_text())
+    printed = (NCU / f"h100_{example}.profile.txt").read_text()
+    counters = f"ncu --clock-control none (clocks untouched), {len(rows)} launch(es) profiled"
+    views = ep.views_from_counters(rows, ResourceReport(), H100, "fp32")
+    got = ep.ExpertProfile(counters=counters, kernels=views, ceilings=H100, ceilings_note=", cached").text()
+    assert got.splitlines()[1] == printed.splitlines()[1]  # the counters line
+    ceil_line = [ln for ln in got.splitlines() if ln.startswith("ceilings (")][0]
+    assert ceil_line.split("): ", 1)[1] == printed.splitlines()[2].split("): ", 1)[1]  # copy 3.02 TB/s; GEMM ...
+    want, have = _kernel_lines(printed), _kernel_lines(got)
+    assert len(have) == 5 and have[:-1] == want[:-1]  # name, time, shares, occupancy, resources, stalls
+    # the verdict: same words; its numbers within the rounding of the three-digit ceilings copied above
+    assert re.sub(r"[\d.]+", "#", have[-1]) == re.sub(r"[\d.]+", "#", want[-1]), (have[-1], want[-1])
+    num = re.compile(r"\d+(?:\.\d+)?")
+    nums = list(zip(map(float, num.findall(have[-1])), map(float, num.findall(want[-1])), strict=True))
+    assert len(nums) >= 4 and all(h == pytest.approx(w, rel=0.015) for h, w in nums), (have[-1], want[-1])
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="needs c++filt")
+def test_ncu_unnamed_namespace_meets_the_compiler_report():
+    # ncu names gelu_chain's kernel "<unnamed>::gelu_chain_vec4(...)", c++filt "(anonymous namespace)::..." (this is
+    # nvcc's mangled name of it): on the H100 the two did not meet and the spill figures were lost
+    mangled = "_ZN46_GLOBAL__N__984078b0_13_gelu_chain_cu_3dca15b715gelu_chain_vec4EPK6float4PS0_x"
+    rep = ResourceReport(kernels={mangled: Resources(registers=29, spill_stores=0, spill_loads=0, smem_static=0)})
+    [v] = ep.views_from_counters(ncu.parse_csv(H100_GELU), rep, H100, "fp32")
+    assert (v.spill_stores, v.spill_loads) == (0, 0)
+    assert "registers 29/thread, no spills, smem 0 B static" in ep.ExpertProfile(counters="ncu", kernels=[v]).text()
+
+
+def test_parse_modelled_multi_kernel_page():
+    # invented figures (tests/fixtures/ncu/README.md): what the real captures lack
+    rows = ncu.parse_csv(MODELLED)
     assert [r.name.split("(")[0] for r in rows] == ["gelu_kernel", "void sgemm_tiled<128, 8>", "gelu_kernel"]
     g = rows[0]
     assert g.duration_ns == 33184.0  # "33,184" nsecond
@@ -89,13 +169,22 @@ def test_ncu_command_never_touches_clocks():
 # ---- verdicts and ceilings -------------------------------------------------------------------------------------------
 
 
-def test_roofline_verdicts_from_the_saved_report():
-    rows = ncu.parse_csv(RAW)
-    views = {short_name(v.name): v for v in ep.views_from_counters(rows, ResourceReport(), CEIL, "fp32")}
-    gelu, gemm = views["gelu_kernel"], views["sgemm_tiled<128, 8>"]
-    assert gelu.verdict.startswith("memory-bound at 9")  # 134 MB in 33.3 us = 4.03 TB/s of 4.3
-    assert gemm.verdict.startswith("compute-bound at 38 % of peak")  # 17.2 GFLOP in 905 us = 19 TFLOP/s of 50
-    assert gemm.registers == 128 and gemm.smem_static == 16384 and gemm.occupancy_pct == pytest.approx(48.77)
+def test_roofline_verdicts_from_the_h100_captures():
+    [gelu] = ep.views_from_counters(ncu.parse_csv(H100_GELU), ResourceReport(), H100, "fp32")
+    [gemm] = ep.views_from_counters(ncu.parse_csv(H100_GEMM), ResourceReport(), H100, "fp32")
+    assert gelu.verdict.startswith("memory-bound at 92 % of peak bandwidth: 2.78 TB/s")  # 249 MB in 89.6 us, of 3.02
+    assert gemm.verdict.startswith("compute-bound at 85 % of peak: 44.3 TFLOP/s")  # 34.5 GFLOP in 779 us, of 52.1
+    # against a bf16 ceiling the same fp32 counts are a small share, and the bytes then decide
+    [low] = ep.views_from_counters(ncu.parse_csv(H100_GEMM), ResourceReport(), H100, "bf16")
+    assert low.verdict.startswith("memory-bound at 18 %"), low.verdict  # 0.546 TB/s of 3.02; 44.3 of 788 is 6 %
+    # several kernels in one (modelled) report: each its own verdict, static smem from ncu
+    views = {
+        short_name(v.name): v for v in ep.views_from_counters(ncu.parse_csv(MODELLED), ResourceReport(), CEIL, "fp32")
+    }
+    gemm_m = views["sgemm_tiled<128, 8>"]
+    assert views["gelu_kernel"].verdict.startswith("memory-bound at 9")  # 134 MB in 33.3 us = 4.03 TB/s of 4.3
+    assert gemm_m.verdict.startswith("compute-bound at 38 % of peak")  # 17.2 GFLOP in 905 us = 19 TFLOP/s of 50
+    assert gemm_m.registers == 128 and gemm_m.smem_static == 16384 and gemm_m.occupancy_pct == pytest.approx(48.77)
     # tensor cores ran: their FLOPs are not counted, ncu's SM share stands in and the line says so
     v = roof.verdict(1e6, 1e6, 0.0, True, 80.0, 5.0, CEIL, "bf16")
     assert v.startswith("compute-bound at 80 %") and "tensor cores" in v
@@ -188,8 +277,10 @@ def test_compiler_report_without_nvcc_or_kernels_says_so(tmp_path):
     assert "no kernels/*.cu" in compile_report(tmp_path, _nvcc_cmd).note
     (tmp_path / "kernels").mkdir()
     (tmp_path / "kernels" / "host.cu").write_text("int host_only() { return 1; }\n")
-    if NVCC is not None:  # a unit with no kernel (cuBLAS calls only, like linear_bias_relu) says so
-        assert "no __global__ kernel" in compile_report(tmp_path, _nvcc_cmd, timeout_s=120).note
+    if NVCC is not None:  # a unit with no kernel (cuBLAS calls only, like linear_bias_relu) says so, as on the H100
+        note = compile_report(tmp_path, _nvcc_cmd, timeout_s=120).note
+        printed = (NCU / "h100_linear_bias_relu.profile.txt").read_text().splitlines()[-1]
+        assert "no __global__ kernel" in note and printed == f"note: compiler report: {note}"
     (tmp_path / "kernels" / "host.cu").unlink()
     (tmp_path / "kernels" / "k.cu").write_text(KERNELS)
     rep = compile_report(tmp_path, lambda s, o, r: ["/nonexistent/nvcc", str(s)], timeout_s=5)
@@ -220,9 +311,9 @@ def test_ptxas_and_cuobjdump_formats():
 
 
 def test_summary_fits_forty_lines():
-    rows = []
+    rows = ncu.parse_csv(H100_GEMM)
     for i in range(12):
-        rows += ncu.parse_csv(RAW.replace("gelu_kernel", f"gelu_kernel_{i}"))
+        rows += ncu.parse_csv(H100_GELU.replace("gelu_chain_vec4", f"gelu_chain_vec4_{i}"))
     views = ep.views_from_counters(rows, ResourceReport(), CEIL, "fp32")
     p = ep.ExpertProfile(counters="ncu", kernels=views, ceilings=CEIL, notes=[f"note {i}" for i in range(20)])
     text = p.text()
@@ -289,13 +380,16 @@ def _fake_ncu(tmp_path, body: str) -> str:
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
 def test_gpu_path_with_counters_and_cached_ceilings(workspace, monkeypatch, tmp_path, cache_env):
     _fake_gpu(monkeypatch, tmp_path)
-    monkeypatch.setenv(ncu.OVERRIDE, _fake_ncu(tmp_path, f"cat '{FIX / 'ncu' / 'raw_page.csv'}'"))
+    monkeypatch.setenv(ncu.OVERRIDE, _fake_ncu(tmp_path, f"cat '{NCU / 'h100_gelu_chain.csv'}'"))  # the real capture
     st = ep.ProfileSettings(timeout_s=120, sandbox="off")
     p = ep.profile_workspace(workspace, settings=st)
     text = p.text()
-    assert p.counters.startswith("ncu --clock-control none"), text
+    assert p.counters.startswith("ncu --clock-control none") and "1 launch(es)" in p.counters, text
     assert "measured now" in p.ceilings_note and (cache_env / "profile").is_dir()
-    assert "memory-bound at" in text and "compute-bound at" in text and "top stalls" in text
+    assert "<unnamed>::gelu_chain_vec4" in text and "top stalls" in text
+    assert "memory-bound at 66 % of peak bandwidth" in text  # 2.78 TB/s of the stand-in child's 4.2
+    if shutil.which("c++filt"):  # ncu's kernel met the compiler's report of the example's gelu_chain.cu
+        assert "registers 29/thread, no spills" in text, text
     again = ep.profile_workspace(workspace, settings=st)
     assert again.ceilings_note == ", cached" and again.ceilings.copy_bytes_per_s == 4.2e12
 

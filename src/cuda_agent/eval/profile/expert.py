@@ -20,7 +20,8 @@ of results; the caller (`cuda-agent eval --expert`, `tools/profile`, the agent's
 the text after the evaluation's own.
 
 Not guaranteed: a single-file (load_inline) solution is not profiled (no staged kernels/: says so);
-kernels are matched to the compiler's report by their demangled base name (overloads share a line);
+kernels are matched to the compiler's report by their demangled base name (overloads share a line;
+ncu's `<unnamed>::` and c++filt's `(anonymous namespace)::` read as one);
 the profile's inputs come from a fixed public seed, and what the candidate's process writes back is
 read as bounded data, not trusted. Measured vs modelled: durations, throughput shares, occupancy,
 stalls and launch resources are ncu's measurements; registers/spills/smem without ncu are the
@@ -185,9 +186,16 @@ def render(p: ExpertProfile, max_lines: int = 40, max_kernels: int = 5) -> str:
 # ---- assembling the views (pure: tested on the CPU with saved outputs) --------------------------------------------
 
 
+def _join_key(name: str) -> str:
+    """The name a kernel is matched by across tools. ncu spells an anonymous namespace `<unnamed>::`, c++filt
+    (the compiler's report) `(anonymous namespace)::`: without this the H100 capture's gelu_chain_vec4
+    lost its spill figures."""
+    return short_name(name.replace("(anonymous namespace)", "<unnamed>"), 10_000)
+
+
 def _by_short(resources: ResourceReport) -> dict[str, tuple[str, Resources]]:
     names = demangle(list(resources.kernels))
-    return {short_name(names[m], 10_000): (m, r) for m, r in resources.kernels.items()}
+    return {_join_key(names[m]): (m, r) for m, r in resources.kernels.items()}
 
 
 def views_from_counters(
@@ -197,7 +205,7 @@ def views_from_counters(
     out = []
     for k in ncu_mod.merge_launches(rows):
         g = k.get
-        res = known.get(short_name(k.name, 10_000), ("", Resources()))[1]
+        res = known.get(_join_key(k.name), ("", Resources()))[1]
         tensor = (g(ncu_mod.TENSOR_METRIC) or 0) > 0
         v = KernelView(
             k.name,
@@ -230,8 +238,7 @@ def views_from_events(rows: list[dict[str, Any]], resources: ResourceReport) -> 
     known = _by_short(resources)
     out, seen = [], set()
     for r in rows:
-        key = short_name(r["name"], 10_000)
-        m, res = known.get(key, ("", Resources()))
+        m, res = known.get(_join_key(r["name"]), ("", Resources()))
         seen.add(m)
         out.append(
             KernelView(

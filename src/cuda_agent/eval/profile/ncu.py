@@ -18,11 +18,13 @@ Contract:
 - `merge_launches(rows)` folds repeated launches of one kernel into one row (durations averaged,
   counts kept), so the summary lists kernels, not launches.
 
-Not guaranteed: the metric names are Nsight Compute 2023-2025's for compute capability 7.0 and later
-(verified against NVIDIA's documentation and public use, not yet against a capture from our H200: the
-fixture in tests/fixtures/ncu is modelled on the documented format). A name a future ncu drops makes
-ncu refuse the whole list; `failure` says which, and `CORE_METRICS` is the smaller list the caller
-retries with. Standard library only.
+Not guaranteed: the metric names are Nsight Compute 2023-2025's for compute capability 7.0 and later.
+Checked on one real run: ncu 2025.3.1 on an H100 80GB HBM3 (2026-12-06, commit 0467285) took the whole
+list and printed the raw page this parser reads (units such as "ns", thousands separators, a
+`==WARNING==` line, and beside the requested metrics ncu's own device__/launch__/profiler__ columns,
+which are read and ignored); tests/fixtures/ncu/h100_*.csv are those captures. Other GPUs and ncu
+versions are unchecked. A name a future ncu drops makes ncu refuse the whole list; `failure` says
+which, and `CORE_METRICS` is the smaller list the caller retries with. Standard library only.
 """
 
 from __future__ import annotations
