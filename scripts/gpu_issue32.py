@@ -2,9 +2,11 @@
 
 Run from the repository root: `bash scripts/gpu_issue32.sh` (sets PYTHONPATH=src). For each of
 gelu_chain (memory-bound elementwise) and linear_bias_relu (a cuBLASLt GEMM, its bias+ReLU epilogue
-fused: one kernel under ncu): a workspace from the bundled solution, one evaluation (`--phase profile`,
-which builds and warms the caches), one more with `--baselines all` (item 2: speedups against eager, torch.compile,
-max-autotune-no-cudagraphs and a CUDA-graph replay, and vs the best), then the expert profile three times: the first measures the GPU's ceilings (once
+fused: one kernel under ncu): a workspace from the bundled solution, one evaluation (`eval --json`,
+which builds and warms the caches), one more with `--baselines all` (item 2: speedups against eager,
+torch.compile, max-autotune-no-cudagraphs and a CUDA-graph replay, and vs the best; every example and the
+KernelBench mix: `python3 -m benchmarks baselines-examples baselines-kb`), then the expert profile three
+times: the first measures the GPU's ceilings (once
 per GPU model; the cache is cleared first), the next two are what an agent pays per call. Writes
 each profile's text, its phases and ncu's raw output under $OUT/issue32/ (the H100 run's first captures
 are tests/fixtures/ncu/h100_*.csv), and prints a table last.
