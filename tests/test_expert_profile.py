@@ -196,6 +196,19 @@ def test_roofline_verdicts_from_the_h100_captures():
     assert "well below the memory roof" in roof.call_verdict(0.35, 2 * 16 * 1024 * 1024 * 4, CEIL)
 
 
+def test_a_stray_tensor_pipe_instruction_per_warp_is_not_tensor_core_work():
+    """gelu_chain's H100 capture counts one tensor-pipe instruction per warp and no matrix math: were its
+    bytes small, the verdict must come from its CUDA-core FLOPs, not from "tensor cores ran"."""
+    [k] = ncu.parse_csv(H100_GELU)
+    assert k.get(ncu.TENSOR_METRIC) == 8448 and k.get("launch__grid_size") * 256 // 32 == 8448
+    assert not ep.tensor_cores_ran(8448, 1056, 256)
+    assert ep.tensor_cores_ran(8448 * 200, 1056, 256)  # a GEMM's K loop: hundreds per warp
+    assert ep.tensor_cores_ran(3, None, None) and not ep.tensor_cores_ran(0, 1056, 256)
+    k.values["dram__bytes_read.sum"] = k.values["dram__bytes_write.sum"] = 1e3  # as if it were compute-bound
+    [v] = ep.views_from_counters([k], ResourceReport(), H100, "fp32")
+    assert "tensor cores" not in v.verdict and "TFLOP/s" in v.verdict, v.verdict
+
+
 def test_ceilings_cache_per_gpu_model(tmp_path):
     assert roof.load("NVIDIA H200", tmp_path) is None
     f = roof.store(CEIL, tmp_path)

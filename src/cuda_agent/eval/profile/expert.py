@@ -198,6 +198,21 @@ def _by_short(resources: ResourceReport) -> dict[str, tuple[str, Resources]]:
     return {_join_key(names[m]): (m, r) for m, r in resources.kernels.items()}
 
 
+# Tensor-pipe instructions per warp below which a kernel is not taken to use tensor cores. On the H100
+# (2026-12-06) gelu_chain's elementwise kernel counted exactly one per warp (8,448 for 1056 x 256 threads,
+# beside one half-precision FMA per warp: a compiler-placed instruction, no matrix math), while an MMA
+# kernel issues one per tile step per warp, hundreds over a GEMM's K loop.
+TENSOR_PER_WARP_MIN = 4.0
+
+
+def tensor_cores_ran(count: float | None, grid: float | None, block: float | None) -> bool:
+    """Whether the tensor-pipe count (per launch) is matrix work rather than a stray instruction per warp."""
+    if not count:
+        return False
+    warps = (grid or 0) * -(-(block or 0) // 32)
+    return count > TENSOR_PER_WARP_MIN * warps if warps else True
+
+
 def views_from_counters(
     rows: list[ncu_mod.KernelCounters], resources: ResourceReport, ceil: roof.Ceilings | None, precision: str
 ) -> list[KernelView]:
@@ -206,7 +221,7 @@ def views_from_counters(
     for k in ncu_mod.merge_launches(rows):
         g = k.get
         res = known.get(_join_key(k.name), ("", Resources()))[1]
-        tensor = (g(ncu_mod.TENSOR_METRIC) or 0) > 0
+        tensor = tensor_cores_ran(g(ncu_mod.TENSOR_METRIC), g("launch__grid_size"), g("launch__block_size"))
         v = KernelView(
             k.name,
             k.launches,
