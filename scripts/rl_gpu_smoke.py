@@ -45,10 +45,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from cuda_agent.env.core import EnvConfig, Environment  # noqa: E402
-from cuda_agent.eval.config import EvalConfig  # noqa: E402
+from cuda_agent.eval.config import EvalConfig, cpu_lane  # noqa: E402
 from cuda_agent.pool.local import LocalPool  # noqa: E402
 from cuda_agent.rl.rollout import Rollout, RolloutConfig, roll_out  # noqa: E402
-from cuda_agent.rl.scoring import CPU_LANE, pool_evaluator  # noqa: E402
+from cuda_agent.rl.scoring import pool_evaluator  # noqa: E402
 from cuda_agent.rl.tiny import save_tiny_model  # noqa: E402
 from cuda_agent.rl.tokens import TemplateTokens  # noqa: E402
 from cuda_agent.task.taskfile import Task  # noqa: E402
@@ -341,11 +341,7 @@ def main() -> int:
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     task, files, want = candidates(a.cpu)
-    cfg = (
-        EvalConfig(device="cpu", **CPU_LANE, load_timeout=60, correctness_timeout=20, timing_timeout=60)
-        if a.cpu
-        else EvalConfig()
-    )
+    cfg = cpu_lane(load_timeout=60, correctness_timeout=20, timing_timeout=60) if a.cpu else EvalConfig()
     spans: list[tuple[float, float]] = []
     with LocalPool(1, device=device, compile_workers=2) as pool:
         t0 = time.monotonic()

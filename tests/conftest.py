@@ -14,20 +14,10 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def cpu_cfg(**overrides):
-    """The evaluator's settings for CPU-lane evaluations in tests: few timed calls, one round, short limits."""
-    from cuda_agent.eval.config import EvalConfig
+    """The evaluator's settings for CPU-lane evaluations in tests: the lane's quick settings, short limits."""
+    from cuda_agent.eval.config import cpu_lane
 
-    base = dict(
-        device="cpu",
-        compile_baseline=False,
-        n_timed=10,
-        n_warmup=3,
-        max_rounds=1,
-        load_timeout=60,
-        correctness_timeout=20,
-        timing_timeout=60,
-    )
-    return EvalConfig(**{**base, **overrides})
+    return cpu_lane(**{"load_timeout": 60, "correctness_timeout": 20, "timing_timeout": 60, **overrides})
 
 
 def has_cuda() -> bool:

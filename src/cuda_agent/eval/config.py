@@ -104,6 +104,16 @@ class EvalConfig:
     retry_unstable: int = 0
 
 
+# The CPU lane's quick settings: its times mean nothing (a host-only extension), so few timed calls, one
+# round and no torch.compile baseline. RL's CPU scoring, the tests and the RL smoke script all start here.
+CPU_QUICK: dict[str, bool | int] = {"compile_baseline": False, "n_timed": 10, "n_warmup": 3, "max_rounds": 1}
+
+
+def cpu_lane(**overrides) -> EvalConfig:
+    """An EvalConfig for the CPU lane with CPU_QUICK's settings, then `overrides`."""
+    return EvalConfig(**{"device": "cpu", **CPU_QUICK, **overrides})
+
+
 # The evaluator's clock's opt-ins by short name, as the benchmarks' and gpu_check's `--clock` take them.
 CLOCK_OPT_INS = ("flush", "fresh", "rank1", "cold")
 

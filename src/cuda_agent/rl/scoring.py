@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.env.toolbox import Evaluator
-from cuda_agent.eval.config import EvalConfig
+from cuda_agent.eval.config import CPU_QUICK, EvalConfig
 from cuda_agent.eval.judge.result import EvalResult
 from cuda_agent.pool.jobs import EvalJob
 from cuda_agent.pool.local import Pool
@@ -46,7 +46,7 @@ SCORE_KEYS = ("score", "correct", "speedup_vs_eager", "speedup_vs_compile", "fil
 
 # The evaluator's CPU lane inside CPU training: the shorter protocol of the project's CPU tests
 # (no torch.compile baseline, 10 timed calls, one round).
-CPU_LANE = {"compile_baseline": False, "n_timed": 10, "n_warmup": 3, "max_rounds": 1}
+CPU_LANE = CPU_QUICK  # the evaluator's CPU-lane settings (eval.config), as rl.config writes them
 
 _pool: Pool | None = None
 _lock = threading.Lock()
