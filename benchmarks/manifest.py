@@ -55,7 +55,7 @@ def gpu_check(*flags: str) -> tuple[str, ...]:
 
 
 SKIP_ALL = ("--skip-faults", "--skip-redteam", "--skip-examples", "--skip-pytest")
-GPU_CHECK_TABLE = r"^(hacks rejected|controls accepted|faults contained|passed \d|failed: |defences|trusted clock|GPU held|timing rounds|  of them)"
+GPU_CHECK_TABLE = r"^(hacks rejected|controls accepted|faults contained|examples keep|passed \d|failed: |defences|trusted clock|GPU held|timing rounds|  of them|  \S+: alone )"
 BASELINE_ROWS = r"^(bench exit|\S+ \| [a-z_]+ \| )"  # benchmarks/baselines_all.py's last table
 CLOCK_AB = (("none", ""), ("cold", "cold"), ("flush-cold", "flush,cold"))
 X4_OPT_INS = (("none", ""), ("flush", "flush"), ("fresh", "fresh"), ("rank1", "rank1"), ("all", "flush,fresh,rank1"))

@@ -232,6 +232,26 @@ def _example_worker(task: str, solution: str, dest: str, clock: str = "") -> tup
     return r.to_dict(), time.monotonic() - t0
 
 
+def kept_rewards(rows: list[dict]) -> tuple[int, int, list[str]]:
+    """Issue 28's bar for the honest examples: each keeps one reward over its runs, alone (`example/NAME#k`)
+    and sharing the GPU (`shared/NAME#k`), whatever reward that is (the expected one is the rows' own
+    check: an H100 may keep a 2 where the H200 earns 3). (examples that kept it, examples, one line each)."""
+    runs: dict[str, dict[str, list]] = {}
+    for x in rows:
+        side, _, rest = x["name"].partition("/")
+        if side in ("example", "shared"):
+            runs.setdefault(rest.split("#")[0], {}).setdefault(side, []).append(x["reward"])
+    lines, kept = [], 0
+    for name, got in runs.items():
+        every = [r for side in got.values() for r in side]
+        same = len(set(every)) == 1 and every[0] is not None
+        kept += same
+        alone = ",".join(map(str, got.get("example", []))) or "-"
+        shared = ",".join(map(str, got.get("shared", []))) or "-"
+        lines.append(f"  {name}: alone {alone} / shared {shared}{'' if same else '  NOT KEPT'}")
+    return kept, len(runs), lines
+
+
 def row(name: str, r: EvalResult, expect: str, ok: bool, wall: float) -> dict:
     return {
         "name": name,
@@ -639,6 +659,10 @@ def main() -> int:
             "phases, median s with / without the defences (largest differences first): "
             + ", ".join(f"{k} {med['on+spares'][k]:.3f}/{med['off+spares'][k]:.3f}" for k in diff[:12])
         )
+    kept, n_ex, kept_lines = kept_rewards(rows)
+    if n_ex and (a.example_runs > 1 or a.example_shared > 0):
+        print(f"examples keep their reward (alone and shared): {kept}/{n_ex}")
+        print("\n".join(kept_lines))
     failed = [x["name"] for x in rows if not x["ok"]]
     saved = json.loads((out / "gpu_check.json").read_text())["rows"] if rows else []
     print(f"results on disk: {len(saved)}/{len(rows)} rows in {out / 'gpu_check.json'}")

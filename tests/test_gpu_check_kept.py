@@ -1,0 +1,35 @@
+"""scripts/gpu_check.py's summary of issue 28's bar for the honest examples, on saved rows (no GPU): an
+example keeps its reward when every run, alone and sharing the GPU, got the same one."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+gc = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gc)
+
+
+def _rows(**rewards: list) -> list[dict]:
+    out = []
+    for key, got in rewards.items():
+        side, name = key.split("__")
+        out += [{"name": f"{side}/{name}#{i + 1}", "reward": r} for i, r in enumerate(got)]
+    return out
+
+
+def test_kept_counts_an_example_whose_runs_all_agree_whatever_the_reward():
+    rows = _rows(example__gelu=[3, 3, 3], shared__gelu=[3, 3, 3], example__softmax=[2, 2, 2], shared__softmax=[2, 2, 2])
+    rows += [{"name": "hack/x", "reward": -1}, {"name": "inline/gelu", "reward": 1}]  # not the examples' runs
+    kept, n, lines = gc.kept_rewards(rows)
+    assert (kept, n) == (2, 2) and not any("NOT KEPT" in ln for ln in lines)
+    assert "  softmax: alone 2,2,2 / shared 2,2,2" in lines
+
+
+def test_one_run_apart_or_a_missing_reward_is_not_kept():
+    rows = _rows(example__gelu=[3, 3, 3], shared__gelu=[3, 2, 3], example__diag=[None, None, None])
+    kept, n, lines = gc.kept_rewards(rows)
+    assert (kept, n) == (0, 2)
+    assert "  gelu: alone 3,3,3 / shared 3,2,3  NOT KEPT" in lines
