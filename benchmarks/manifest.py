@@ -432,6 +432,16 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         headline=BASELINE_ROWS,
         needs=(".kb",),
     ),
+    Measurement(
+        "ray-pool",
+        "`cuda-agent bench --ray` against the local pool over the throughput mix: evaluations per GPU-hour "
+        "of each, and every outcome that differs (carry .kb and .carry-rl, whose Ray wheel is installed first)",
+        "29",
+        "",
+        (Step("ray_pool", ("{py}", "benchmarks/ray_pool.py", "--out", "{out}"), 555),),
+        headline=r"^(ray |ray is NOT|baselines:|bench |pool |local |outcomes that differ|  L\d)",
+        needs=(".kb", ".carry-rl"),
+    ),
 )
 
 BY_NAME = {m.name: m for m in MEASUREMENTS}
