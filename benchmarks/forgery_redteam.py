@@ -3,6 +3,7 @@ about its own time from inside its process move its reward?
 
 Usage (a GPU machine, from the repo root):
   PYTHONPATH=src python benchmarks/forgery_redteam.py [--runs 3] [--out FILE.json] [--quick]
+  PYTHONPATH=src python benchmarks/forgery_redteam.py --judge A.json B.json   # earlier calls' rows, together
 
 Per task of `tests/redteam/forgery/tasks` (a memory-bound workspace task whose honest kernel ties
 torch.compile; a single-file cuBLAS GEMM with an epilogue that ties eager), it evaluates the honest
@@ -192,54 +193,8 @@ def judge_rows(rows: list[dict]) -> list[str]:
     return bad
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--quick", action="store_true", help="factors 0.9, 0.8, 0.5 only, one run")
-    ap.add_argument("--shared", type=int, default=3, help="honest evaluations at once sharing the GPU (0: skip)")
-    ap.add_argument("--factors", type=float, nargs="+", default=None, help="these factors instead of the family's")
-    ap.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(TASKS))
-    ap.add_argument("--honest", type=int, default=None, help="honest runs per task (default: --runs)")
-    ap.add_argument("--no-static", action="store_true", help="skip the every-gate-on row (the CPU tests cover it)")
-    ap.add_argument(
-        "--clock",
-        default="",
-        help="comma-separated opt-ins of the evaluator's clock: flush "
-        "(EvalConfig.clock_flush), fresh (EvalConfig.clock_fresh_baselines), rank1 (EvalConfig.clock_digest), "
-        "cold (EvalConfig.clock_cold_digest)",
-    )
-    args = ap.parse_args()
-    try:
-        clock_opt_ins(args.clock)
-    except ValueError as e:
-        ap.error(str(e))
-    os.environ["FORGERY_CLOCK"] = args.clock
-    factors = tuple(args.factors) if args.factors else (0.9, 0.8, 0.5) if args.quick else FACTORS
-    runs = 1 if args.quick else args.runs
-    rows: list[dict] = []
-
-    def record(r: dict) -> None:
-        rows.append(r)
-        print(json.dumps(r), flush=True)
-        if args.out:
-            Path(args.out).write_text(json.dumps(rows, indent=1))
-
-    for task in args.tasks:
-        for _ in range(runs if args.honest is None else args.honest):
-            record({**_one((task, None, "honest")), "how": "honest"})
-        if not args.no_static:
-            r = _one((task, factors[0], "static"))  # every gate on: the static rules reject the native forger first
-            record({**r, "how": "static"})
-        for f in factors:
-            for how in ("native", "switch"):
-                for _ in range(runs):
-                    record(_one((task, f, how)))
-    if args.shared:
-        jobs = [(task, None, "honest") for task in args.tasks for _ in range(args.shared)]
-        with ProcessPoolExecutor(args.shared, mp_context=__import__("multiprocessing").get_context("spawn")) as ex:
-            for r in ex.map(_one, jobs):
-                record({**r, "how": "honest-shared"})
+def report(rows: list[dict]) -> int:
+    """The table per task, route and factor, then the bar; 0 when it holds, 1 when not."""
     print(
         "\ntask         how            factor  runs  rewards        flagged  time_ms (median)  reported_ms  "
         "clock/compile  events/compile  tol"
@@ -270,6 +225,66 @@ def main() -> int:
     bad = judge_rows(rows)
     print("\nBAR HOLDS" if not bad else "\nBAR FAILS:\n  " + "\n  ".join(bad))
     return 0 if not bad else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--quick", action="store_true", help="factors 0.9, 0.8, 0.5 only, one run")
+    ap.add_argument("--shared", type=int, default=3, help="honest evaluations at once sharing the GPU (0: skip)")
+    ap.add_argument("--factors", type=float, nargs="+", default=None, help="these factors instead of the family's")
+    ap.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(TASKS))
+    ap.add_argument("--honest", type=int, default=None, help="honest runs per task (default: --runs)")
+    ap.add_argument("--no-static", action="store_true", help="skip the every-gate-on row (the CPU tests cover it)")
+    ap.add_argument(
+        "--clock",
+        default="",
+        help="comma-separated opt-ins of the evaluator's clock: flush "
+        "(EvalConfig.clock_flush), fresh (EvalConfig.clock_fresh_baselines), rank1 (EvalConfig.clock_digest), "
+        "cold (EvalConfig.clock_cold_digest)",
+    )
+    ap.add_argument(
+        "--judge",
+        nargs="+",
+        metavar="FILE",
+        help="judge the rows of earlier runs' --out files together (a run cut at its limit, finished by another call) "
+        "and evaluate nothing",
+    )
+    args = ap.parse_args()
+    if args.judge:
+        return report([r for f in args.judge for r in json.loads(Path(f).read_text())])
+    try:
+        clock_opt_ins(args.clock)
+    except ValueError as e:
+        ap.error(str(e))
+    os.environ["FORGERY_CLOCK"] = args.clock
+    factors = tuple(args.factors) if args.factors else (0.9, 0.8, 0.5) if args.quick else FACTORS
+    runs = 1 if args.quick else args.runs
+    rows: list[dict] = []
+
+    def record(r: dict) -> None:
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+        if args.out:
+            Path(args.out).write_text(json.dumps(rows, indent=1))
+
+    for task in args.tasks:
+        for _ in range(runs if args.honest is None else args.honest):
+            record({**_one((task, None, "honest")), "how": "honest"})
+        if not args.no_static:
+            r = _one((task, factors[0], "static"))  # every gate on: the static rules reject the native forger first
+            record({**r, "how": "static"})
+        for f in factors:
+            for how in ("native", "switch"):
+                for _ in range(runs):
+                    record(_one((task, f, how)))
+    if args.shared:
+        jobs = [(task, None, "honest") for task in args.tasks for _ in range(args.shared)]
+        with ProcessPoolExecutor(args.shared, mp_context=__import__("multiprocessing").get_context("spawn")) as ex:
+            for r in ex.map(_one, jobs):
+                record({**r, "how": "honest-shared"})
+    return report(rows)
 
 
 if __name__ == "__main__":

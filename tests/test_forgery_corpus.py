@@ -74,6 +74,28 @@ def test_the_bar_fails_on_a_gained_milestone_an_unflagged_lie_or_a_forged_time_s
     assert any("not flagged" in b for b in fr.judge_rows([honest, other]))
 
 
+def test_judge_reads_the_rows_of_several_calls_together(tmp_path, capsys):
+    """A red team cut at its limit and finished by another call: --judge weighs both files' rows as one."""
+    import json
+
+    base = {"status": "ok", "findings": [], "time_ms": 1.0, "reported_ms": 1.0, "task": "t", "factor": None}
+    honest = {**base, "how": "honest", "reward": 2}
+    forger = {**base, "how": "native", "factor": 0.5, "reward": 2, "findings": ["timing-forged"], "reported_ms": 0.5}
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps([honest]))
+    second.write_text(json.dumps([forger]))
+    argv = sys.argv
+    try:
+        sys.argv = ["forgery_redteam.py", "--judge", str(first), str(second)]
+        assert fr.main() == 0
+        assert "BAR HOLDS" in capsys.readouterr().out
+        second.write_text(json.dumps([{**forger, "reward": 3}]))  # above its twin in the other file
+        assert fr.main() == 1
+        assert "above the honest twin's 2" in capsys.readouterr().out
+    finally:
+        sys.argv = argv
+
+
 @pytest.mark.slow
 def test_a_built_native_forger_is_rejected_by_the_symbol_check_alone(tmp_path, cache_env, monkeypatch):
     """With the static rules out of the way, the forger's object still references PyRun_SimpleString
