@@ -2,7 +2,7 @@
 call: evaluations per GPU-hour of each, and whether any result differs but in time.
 
 Usage (a GPU machine, from the repo root; carry .kb from benchmarks/kb_mix_carry.py and .carry-rl from
-scripts/device-wheels.sh --rl, whose repacked Ray wheel is installed into /tmp/site first):
+scripts/device-wheels.sh --rl, whose repacked Ray wheel is installed first, by the runner's install_wheels):
   PYTHONPATH=src python benchmarks/ray_pool.py --kernelbench .kb --wheels .carry-rl --out DIR
 
 1. The mix's baselines, once (`cuda-agent baselines`), into a cache both benches then start from (a copy
@@ -28,8 +28,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from baselines_all import kb_solutions  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from benchmarks.baselines_all import kb_solutions  # noqa: E402
+from benchmarks.runner import install_wheels  # noqa: E402
 
 KEYS = ("status", "reward", "correct")
 
@@ -76,24 +77,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"ray-pool-{os.getpid()}"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONUNBUFFERED": "1", "RAY_DEDUP_LOGS": "0"}
-    wheels = sorted(args.wheels.glob("*.whl")) if args.wheels.is_dir() else []
-    if wheels:
-        site = work / "site"
-        rc = subprocess.call(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--no-index",
-                "--no-deps",
-                "--target",
-                str(site),
-                *map(str, wheels),
-            ]
-        )
-        print(f"{len(wheels)} carried wheels into {site}: exit {rc}", flush=True)
+    if site := install_wheels(args.wheels, work / "site"):
         env["PYTHONPATH"] = f"{site}:{env['PYTHONPATH']}"
     probe = subprocess.run(
         [sys.executable, "-c", "import ray; print(ray.__version__)"], env=env, capture_output=True, text=True

@@ -34,8 +34,8 @@ from typing import Any
 import yaml
 
 # ConfigError is defined by rl.check (which raises it too) and imported from here by callers
+from cuda_agent.eval.config import CPU_QUICK
 from cuda_agent.rl.check import ConfigError, check_ppo, check_sft
-from cuda_agent.rl.scoring import CPU_LANE
 
 STAGES = ("warmup", "sft", "vp", "ppo")
 PAPER = {
@@ -270,7 +270,7 @@ def agent_loops(max_turns: int = PAPER["max_turns"], device: str = "cuda") -> li
             "episode_timeout_s": OURS["episode_timeout_s"],
             "max_tokens_per_turn": OURS["max_tokens_per_turn"],
             "eval_device": device,
-            **({"eval_options": CPU_LANE} if device == "cpu" else {}),
+            **({"eval_options": CPU_QUICK} if device == "cpu" else {}),
         },
         {"name": "cuda_agent_replay", "_target_": "cuda_agent.rl.verl_loop.ReplayAgentLoop"},
     ]

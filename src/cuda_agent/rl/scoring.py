@@ -17,7 +17,7 @@ Contract:
   through the pool and returns {"score": milestone reward, ...} with the same
   keys every time. An answer without model_new.py scores -1 without a job.
   `eval_device` (a `reward_kwargs` key of verl's config; rl.config sets "cpu" for the
-  CPU device) chooses the evaluator's lane; the CPU lane uses `CPU_LANE`'s shorter
+  CPU device) chooses the evaluator's lane; the CPU lane uses `eval.config.CPU_QUICK`'s shorter
   protocol (its times say nothing about kernels).
 Not guaranteed: an evaluation's wall time (the pool's queue decides it).
 """
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.env.toolbox import Evaluator
-from cuda_agent.eval.config import CPU_QUICK, EvalConfig
+from cuda_agent.eval.config import EvalConfig, cpu_lane
 from cuda_agent.eval.judge.result import EvalResult
 from cuda_agent.pool.jobs import EvalJob
 from cuda_agent.pool.local import Pool
@@ -46,7 +46,6 @@ SCORE_KEYS = ("score", "correct", "speedup_vs_eager", "speedup_vs_compile", "fil
 
 # The evaluator's CPU lane inside CPU training: the shorter protocol of the project's CPU tests
 # (no torch.compile baseline, 10 timed calls, one round).
-CPU_LANE = CPU_QUICK  # the evaluator's CPU-lane settings (eval.config), as rl.config writes them
 
 _pool: Pool | None = None
 _lock = threading.Lock()
@@ -144,7 +143,7 @@ async def compute_score(
     task = Task.from_source(info["task_source"], info.get("task_name", "task"))
     if ground_truth and ground_truth != task.hash:
         raise ValueError(f"row's task hash {ground_truth} does not match its task source ({task.hash})")
-    config = EvalConfig(device=eval_device, **(CPU_LANE if eval_device == "cpu" else {}))
+    config = cpu_lane() if eval_device == "cpu" else EvalConfig(device=eval_device)
     job = EvalJob(task=task, sources=sources, phase="profile", config=config, label=task.name)
     result = await asyncio.wrap_future(shared_pool().submit(job))
     return score_of(result, len(sources))
