@@ -266,6 +266,19 @@ def test_host_mode_lets_reported_host_time_excuse_a_slow_burst_but_confirm_nothi
     assert _verdict(0.1, 0.49, mode="graph", enqueue_ms=0.45).kind == "forged"  # a graph's host work is O(1)
 
 
+def test_the_cpu_lanes_floor_absorbs_its_baselines_drift_and_charges_for_it():
+    """CI's numbers (b02afbb): an honest candidate's net matched its claim (4.835 vs 4.828 ms) but
+    eager's net sat 11 % under its events, so on eager's scale the clock read 13 % slower. The GPU's
+    floor calls that unconfirmed; the CPU lane's floor (its known drift) does not, and charges it."""
+    eager = tt.Side("eager", 0.02875, 0.02554, 0.00015)
+    gpu = tt.judge(4.828, 4.835, 0.01, [eager], "host")
+    lane = tt.judge(4.828, 4.835, 0.01, [eager], "host", cap=tt.HOST_LANE_CAP, least=tt.HOST_LANE_FLOOR)
+    assert gpu.kind == "unconfirmed" and lane.kind == "ok", (gpu, lane)
+    assert lane.time_ms == pytest.approx(lane.equiv_ms * (1 + tt.HOST_LANE_FLOOR)) and lane.time_ms > gpu.time_ms
+    liar = tt.judge(4.835 / 1.5, 4.835, 0.01, [eager], "host", cap=tt.HOST_LANE_CAP, least=tt.HOST_LANE_FLOOR)
+    assert liar.kind == "unconfirmed" and liar.flagged  # a lie past the lane's noise is still seen
+
+
 def test_without_like_for_like_baselines_no_milestone_stands():
     v = tt.Verdict("unconfirmed", 0.1, 0.1, {}, False, False, "x", grants=False)
     assert tt.milestones(v, 1.0, 0.5) == (False, False)

@@ -414,6 +414,7 @@ def trusted_verdict(
         res.timing.enqueue_ms,
         tt.TOL_CAP if cfg.device == "cuda" else tt.HOST_LANE_CAP,
         tt.FORGED if cfg.device == "cuda" else tt.HOST_LANE_FORGED,
+        tt.TOL_FLOOR if cfg.device == "cuda" else tt.HOST_LANE_FLOOR,
     )
     res.trusted_ms = round(cand_net, 6)
     res.trusted_eager_ms = round(sides[0].net_ms, 6)
