@@ -97,15 +97,34 @@ def test_damaged_evaluator_cache(tmp_path, cache_env, capsys):
 
 # ------------------------------------------------------------------ item 8: Ctrl-C during bench
 @pytest.mark.slow
+def _eval_children() -> set[int]:
+    """Every evaluation child on the machine (the sandbox's unshare wrapper names it too)."""
+    out = subprocess.run(["pgrep", "-f", "cuda_agent.eval.child.main"], capture_output=True, text=True).stdout
+    return {int(x) for x in out.split()}
+
+
+def _cpu_s(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def test_ctrl_c_during_bench_keeps_results_and_exits_130(tmp_path, cache_env):
+    """Ctrl-C while a candidate hangs: the bench exits 130 at once, keeps what landed, and leaves no
+    process behind, the spinning candidate included (its pool worker is killed; the kernel's
+    parent-death signal ends the children, sandbox.env.die_with_parent)."""
     suite, sols = tmp_path / "suite", tmp_path / "sols"
     suite.mkdir()
     src = (LANE / "task.py").read_text()
-    # twelve tasks, so the signal lands while evaluations remain even when a loaded machine polls late
-    # (with six, a full-suite run once saw the bench finish, exit 0, before the first row was seen)
-    for i, width in enumerate((257, 129, 65, 33, 17, 9, 251, 127, 63, 31, 15, 7)):
+    # t0 is right and lands first; t1 and t2 spin forever, so the signal always lands mid-run (a race
+    # on twelve quick tasks once saw the bench finish first)
+    for i, (width, how) in enumerate(((257, "good"), (129, "hang"), (65, "hang"))):
         (suite / f"t{i}.py").write_text(src.replace("torch.randn(64, 257)", f"torch.randn(64, {width})"))
         shutil.copytree(LANE, sols / f"t{i}", ignore=shutil.ignore_patterns("task.py", "hostile", "solution_inline.py"))
+        model = sols / f"t{i}" / "model_new.py"
+        model.write_text(model.read_text().replace("cuda_extension.good(", f"cuda_extension.{how}("))
     run = tmp_path / "run"
     argv = _cli(
         "bench",
@@ -124,8 +143,16 @@ def test_ctrl_c_during_bench_keeps_results_and_exits_130(tmp_path, cache_env):
         "200",
         "-q",
     )
+    before = _eval_children()
     p = subprocess.Popen(
-        argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        argv,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        # a suite started in the background (nohup, `&`) passes SIGINT down ignored: a terminal's would not be
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and _rows(run) < 1 and p.poll() is None:
@@ -134,6 +161,11 @@ def test_ctrl_c_during_bench_keeps_results_and_exits_130(tmp_path, cache_env):
         out, err = p.communicate()
         raise AssertionError(f"bench exited {p.returncode} before the signal: {out[-500:]} {err[-3000:]}")
     assert _rows(run) >= 1, "no result landed"
+    spinning: set[int] = set()
+    while time.monotonic() < deadline and not spinning and p.poll() is None:  # t1's candidate in its hang
+        spinning = {pid for pid in _eval_children() - before if _cpu_s(pid) > 3.0}
+        time.sleep(0.5)
+    assert spinning, "the hanging candidate should be spinning now"
     os.killpg(p.pid, signal.SIGINT)  # what a terminal does: the whole foreground process group
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, (out[-500:], err[-3000:])
@@ -149,6 +181,14 @@ def test_ctrl_c_during_bench_keeps_results_and_exits_130(tmp_path, cache_env):
     assert left == b"", subprocess.run(
         ["ps", "-o", "pid,etime,cmd", "-g", str(p.pid)], capture_output=True, text=True
     ).stdout
+    for _ in range(40):  # the evaluation's children, in their own sessions, die with their worker
+        if not (spinning & _eval_children()):
+            break
+        time.sleep(0.25)
+    orphans = spinning & _eval_children()
+    if orphans:
+        subprocess.run(["kill", "-9", *map(str, orphans)])
+    assert not orphans, "evaluation children outlived the bench"
 
 
 def _rows(run: Path) -> int:

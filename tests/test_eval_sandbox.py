@@ -10,6 +10,8 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,9 @@ from test_runtime_defences import cpu_cfg, hostile_ws, no_static_gate  # noqa: F
 from cuda_agent.eval.api import evaluate_workspace
 from cuda_agent.eval.judge.result import Status
 from cuda_agent.sandbox import box as sandbox
+from cuda_agent.sandbox import env as sandbox_env
+
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 needs_sandbox = pytest.mark.skipif(
     sandbox.probe("cpu")[0] != (), reason=f"full sandbox unavailable: {sandbox.probe('cpu')}"
@@ -216,3 +221,60 @@ def test_loopback_up_reaches_the_namespace_only(tmp_path):
             srv.accept()
     finally:
         srv.close()
+
+
+needs_setpriv = pytest.mark.skipif(
+    sandbox_env._setpriv() is None, reason="util-linux's setpriv --pdeathsig is not available here"
+)
+
+
+@needs_sandbox
+@needs_setpriv
+def test_a_sandboxed_child_dies_with_the_process_that_started_it(tmp_path):
+    """A pool worker killed on Ctrl-C (SIGKILL: no clean-up of its own) must take its evaluation's
+    candidate with it, even one spinning in native code that never reads its pipe."""
+    marker = f"spinner-{os.getpid()}-{tmp_path.name}"
+    starter = f"""
+import subprocess, sys, time
+from cuda_agent.sandbox import box, env
+argv = box.Sandbox(max_file_bytes=1 << 20, max_procs=128).wrap([sys.executable, "-c", "# {marker}\\nwhile True: pass"])
+subprocess.Popen(env.die_with_parent(argv, outlives_call=True), start_new_session=True)
+time.sleep(600)
+"""
+    p = subprocess.Popen([sys.executable, "-c", starter], env={**os.environ, "PYTHONPATH": str(SRC)})
+    try:
+        for _ in range(100):  # the starter, the sandbox's wrapper and the spinner itself
+            if len(_with(marker)) >= 3:
+                break
+            time.sleep(0.1)
+        assert len(_with(marker)) >= 3, "the sandboxed spinner did not start"
+    finally:
+        p.kill()
+        p.wait()
+    for _ in range(40):
+        if not _with(marker):
+            break
+        time.sleep(0.25)
+    left = _with(marker)
+    if left:
+        subprocess.run(["kill", "-9", *map(str, left)])
+    assert not left, "the sandboxed child outlived the process that started it"
+
+
+def _with(marker: str) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def test_die_with_parent_leaves_alone_what_it_cannot_guard(monkeypatch):
+    monkeypatch.setattr(sandbox_env, "_setpriv", lambda: "/usr/bin/setpriv")
+    assert sandbox_env.die_with_parent(["python3", "-V"])[:4] == ["/usr/bin/setpriv", "--pdeathsig", "KILL", "--"]
+    # a missing program keeps Popen's own FileNotFoundError (the build turns it into "cannot run the compiler")
+    assert sandbox_env.die_with_parent(["no-such-compiler-here", "-V"]) == ["no-such-compiler-here", "-V"]
+    got: list[list[str]] = []
+    t = threading.Thread(target=lambda: got.append(sandbox_env.die_with_parent(["python3"], outlives_call=True)))
+    t.start()
+    t.join()
+    assert got == [["python3"]]  # the signal would fire when this short thread ends, not when its process does
+    monkeypatch.setattr(sandbox_env, "_setpriv", lambda: None)
+    assert sandbox_env.die_with_parent(["python3"]) == ["python3"]

@@ -5,21 +5,32 @@ caller's variables (paths, locale, CUDA device selection and toolkit locations):
 tokens, evaluator seeds and anything else not named never reach candidate code or the agent's
 shell. `kill_group(proc)` SIGKILLs the process group a `Popen(start_new_session=True)` leads
 and reaps the leader; with the sandbox's pid namespace that ends every process of the tree.
+`die_with_parent(argv)` prefixes a command so the kernel SIGKILLs it when the thread that started it
+ends: a pool worker killed on Ctrl-C (`pool.local`, SIGKILL, no clean-up of its own) takes its
+compilers and its evaluation's children with it, a candidate spinning in a hang included (before:
+it spun on, orphaned, after `bench` had exited 130). With the sandbox's `unshare --kill-child`
+outermost-but-one, the signal ends the whole namespace.
 
 `shared_lock_dir()` is the machine-wide folder of the evaluator's lock files (the per-GPU timing
 lock, the pool's GPU leases): every sandboxed process gets an empty, read-only folder in its place
 (`box`), because a candidate that could flock those files could stall every timing on its GPU.
 
-Not guaranteed: variables a caller adds through `extra` are the caller's responsibility.
+Not guaranteed: variables a caller adds through `extra` are the caller's responsibility. The
+parent-death signal belongs to the starting *thread* (prctl(2)): `die_with_parent` applies it to a
+process that outlives its call (an evaluation's children, the agent's shell) only when the main
+thread starts it, and a machine without util-linux's `setpriv --pdeathsig` gets the command as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +83,29 @@ def kill_group(proc: subprocess.Popen[Any], wait_s: float = 10.0) -> None:
         proc.wait(timeout=wait_s)
     except subprocess.TimeoutExpired:
         pass
+
+
+@cache
+def _setpriv() -> str | None:
+    """util-linux's setpriv when it can set a parent-death signal here (2.33 and later), else None."""
+    exe = shutil.which("setpriv")
+    if exe is None:
+        return None
+    try:
+        ok = subprocess.run([exe, "--pdeathsig", "KILL", "--", "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return exe if ok else None
+
+
+def die_with_parent(argv: list[str], *, outlives_call: bool = False) -> list[str]:
+    """`argv` prefixed with `setpriv --pdeathsig KILL --` (module docstring). `outlives_call`: the
+    process lives on after the call that starts it returns (a child kept for later requests, a
+    shell), so the signal would fire when a short-lived starting thread ends: it is applied only
+    from the main thread. A command the caller waits for is always safe to guard."""
+    exe = _setpriv()
+    if exe is None or (outlives_call and threading.current_thread() is not threading.main_thread()):
+        return argv
+    if not argv or (not os.path.isabs(argv[0]) and "/" in argv[0]) or shutil.which(argv[0]) is None:
+        return argv  # Popen's own error for a missing program (callers turn it into a clear line)
+    return [exe, "--pdeathsig", "KILL", "--", *argv]

@@ -44,7 +44,7 @@ from typing import Any
 
 from cuda_agent.eval.channel import messages as P
 from cuda_agent.sandbox import env as sandbox_env
-from cuda_agent.sandbox.env import kill_group
+from cuda_agent.sandbox.env import die_with_parent, kill_group
 
 LOG_TAIL_CHARS = 6000
 MAX_REPLY_BYTES = 1 << 20
@@ -70,7 +70,7 @@ def run_command(
 ) -> CommandResult:
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        cmd,
+        die_with_parent(cmd),  # a killed pool worker takes its compiler with it
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
@@ -146,7 +146,9 @@ class Child:
             *child_args,
         ]
         self.proc = subprocess.Popen(
-            wrap(argv) if wrap is not None else argv,
+            # a killed pool worker takes its children with it, even a candidate that spins and never
+            # reads its pipe (sandbox.env.die_with_parent)
+            die_with_parent(wrap(argv) if wrap is not None else argv, outlives_call=True),
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
