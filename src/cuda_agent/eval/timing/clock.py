@@ -37,7 +37,8 @@ could, a liar gains wherever the clock and the events disagree for its kernel, a
 per cent (the burst's inputs partly in L2, the events' flushed; below). The claim decides only the
 findings: `timing-unconfirmed` (WARN) when it is more than tol_X better than the clock, with tol_X
 twice the ratio's relative noise as the looks show it (the second-fastest look against the fastest,
-per side, at least `JITTER_MS` per burst), clamped to [TOL_FLOOR, TOL_CAP]; `timing-forged` (WARN)
+per side, at least `JITTER_MS` per burst), clamped to [TOL_FLOOR, TOL_CAP] (the CPU lane's to
+[HOST_LANE_FLOOR, HOST_LANE_CAP]: it tests the machinery, not kernels); `timing-forged` (WARN)
 when it is `FORGED_WARN` or more times faster than the clock; a rejection (reward -1) when it is
 `FORGED` or more times faster in graph mode (or, in host mode, faster than even its own reported
 host time per call explains). The clock's time is charged its tolerance (the largest tol_X), so a
