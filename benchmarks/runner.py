@@ -147,6 +147,12 @@ def environment(extra_path: str = "") -> dict:
             "import torch; print(torch.__version__, 'cuda', torch.version.cuda, "
             "torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA device')",
         ],
+        # the parent-death signal (sandbox.env.die_with_parent): without it a killed worker's children live on
+        "orphan_guard": [
+            sys.executable,
+            "-c",
+            "from cuda_agent.sandbox.env import _setpriv; print(_setpriv() or 'none (no setpriv --pdeathsig)')",
+        ],
         "commit": ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
         "dirty": ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
     }
