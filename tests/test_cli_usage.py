@@ -98,9 +98,9 @@ def test_damaged_evaluator_cache(tmp_path, cache_env, capsys):
 
 # ------------------------------------------------------------------ item 8: Ctrl-C during bench
 @pytest.mark.slow
-def _eval_children() -> set[int]:
+def _eval_children(role: str = "") -> set[int]:
     """Every evaluation child on the machine (the sandbox's unshare wrapper names it too)."""
-    out = subprocess.run(["pgrep", "-f", "cuda_agent.eval.child.main"], capture_output=True, text=True).stdout
+    out = subprocess.run(["pgrep", "-f", "cuda_agent.eval.child.main" + role], capture_output=True, text=True).stdout
     return {int(x) for x in out.split()}
 
 
@@ -164,7 +164,7 @@ def test_ctrl_c_during_bench_keeps_results_and_exits_130(tmp_path, cache_env):
     assert _rows(run) >= 1, "no result landed"
     spinning: set[int] = set()
     while time.monotonic() < deadline and not spinning and p.poll() is None:  # t1's candidate in its hang
-        spinning = {pid for pid in _eval_children() - before if _cpu_s(pid) > 3.0}
+        spinning = {pid for pid in _eval_children(" --role candidate") - before if _cpu_s(pid) > 3.0}
         time.sleep(0.5)
     assert spinning, "the hanging candidate should be spinning now"
     os.killpg(p.pid, signal.SIGINT)  # what a terminal does: the whole foreground process group
