@@ -44,9 +44,6 @@ FILE_BLOCK = re.compile(r'<file path="([^"\n]+)">\n?(.*?)</file>', re.DOTALL)
 _ALLOWED = re.compile(r"^(model_new\.py|kernels/[A-Za-z0-9_.\-]+\.(cu|cuh|cpp|h|hpp))$")
 SCORE_KEYS = ("score", "correct", "speedup_vs_eager", "speedup_vs_compile", "files")
 
-# The evaluator's CPU lane inside CPU training: the shorter protocol of the project's CPU tests
-# (no torch.compile baseline, 10 timed calls, one round).
-
 _pool: Pool | None = None
 _lock = threading.Lock()
 
