@@ -230,15 +230,24 @@ needs_setpriv = pytest.mark.skipif(
 
 @needs_sandbox
 @needs_setpriv
-def test_a_sandboxed_child_dies_with_the_process_that_started_it(tmp_path):
+@pytest.mark.parametrize("starter_thread", ["main", "episode"])
+def test_a_sandboxed_child_dies_with_the_process_that_started_it(tmp_path, starter_thread):
     """A pool worker killed on Ctrl-C (SIGKILL: no clean-up of its own) must take its evaluation's
-    candidate with it, even one spinning in native code that never reads its pipe."""
+    candidate with it, even one spinning in native code that never reads its pipe. Started from a
+    short-lived thread (an episode of `bench --agent`), the child must outlive that thread and still
+    die with the process."""
     marker = f"spinner-{os.getpid()}-{tmp_path.name}"
     starter = f"""
-import subprocess, sys, time
+import subprocess, sys, threading, time
 from cuda_agent.sandbox import box, env
 argv = box.Sandbox(max_file_bytes=1 << 20, max_procs=128).wrap([sys.executable, "-c", "# {marker}\\nwhile True: pass"])
-subprocess.Popen(env.die_with_parent(argv, outlives_call=True), start_new_session=True)
+start = lambda: env.popen_guarded(argv, start_new_session=True)
+if {starter_thread!r} == "main":
+    start()
+else:  # the thread lives on a while, as an episode does (setpriv has set its signal before it ends)
+    t = threading.Thread(target=lambda: (start(), time.sleep(1.5)))
+    t.start()
+    t.join()
 time.sleep(600)
 """
     p = subprocess.Popen([sys.executable, "-c", starter], env={**os.environ, "PYTHONPATH": str(SRC)})
@@ -248,6 +257,8 @@ time.sleep(600)
                 break
             time.sleep(0.1)
         assert len(_with(marker)) >= 3, "the sandboxed spinner did not start"
+        time.sleep(2.0)  # the starting thread has ended by now: the spinner must still run
+        assert len(_with(marker)) >= 3, "the child died with the thread that started it, not its process"
     finally:
         p.kill()
         p.wait()
@@ -271,10 +282,19 @@ def test_die_with_parent_leaves_alone_what_it_cannot_guard(monkeypatch):
     assert sandbox_env.die_with_parent(["python3", "-V"])[:4] == ["/usr/bin/setpriv", "--pdeathsig", "KILL", "--"]
     # a missing program keeps Popen's own FileNotFoundError (the build turns it into "cannot run the compiler")
     assert sandbox_env.die_with_parent(["no-such-compiler-here", "-V"]) == ["no-such-compiler-here", "-V"]
-    got: list[list[str]] = []
-    t = threading.Thread(target=lambda: got.append(sandbox_env.die_with_parent(["python3"], outlives_call=True)))
+    errors: list[BaseException] = []
+
+    def start_missing() -> None:  # through the spawner thread: the caller still gets Popen's error
+        try:
+            sandbox_env.popen_guarded(["/no/such/program-here"])
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    monkeypatch.setattr(sandbox_env, "die_with_parent", lambda argv: ["/no/such/program-here"])
+    t = threading.Thread(target=start_missing)
     t.start()
     t.join()
-    assert got == [["python3"]]  # the signal would fire when this short thread ends, not when its process does
+    assert len(errors) == 1 and isinstance(errors[0], FileNotFoundError)
+    monkeypatch.undo()
     monkeypatch.setattr(sandbox_env, "_setpriv", lambda: None)
     assert sandbox_env.die_with_parent(["python3"]) == ["python3"]

@@ -15,21 +15,27 @@ outermost-but-one, the signal ends the whole namespace.
 lock, the pool's GPU leases): every sandboxed process gets an empty, read-only folder in its place
 (`box`), because a candidate that could flock those files could stall every timing on its GPU.
 
-Not guaranteed: variables a caller adds through `extra` are the caller's responsibility. The
-parent-death signal belongs to the starting *thread* (prctl(2)): `die_with_parent` applies it to a
-process that outlives its call (an evaluation's children, the agent's shell) only when the main
-thread starts it, and a machine without util-linux's `setpriv --pdeathsig` gets the command as it was.
+The parent-death signal belongs to the starting *thread* (prctl(2)), so a process that outlives the
+call starting it (an evaluation's children, the agent's shell) is started by `popen_guarded`: from the
+main thread directly, from any other thread (the episodes of `bench --agent`) by one spawner thread
+that lives as long as the process, so the signal fires when the process ends, not when an episode's
+thread does.
+
+Not guaranteed: variables a caller adds through `extra` are the caller's responsibility. A machine
+without util-linux's `setpriv --pdeathsig` gets every command as it was (no guard).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -98,14 +104,55 @@ def _setpriv() -> str | None:
     return exe if ok else None
 
 
-def die_with_parent(argv: list[str], *, outlives_call: bool = False) -> list[str]:
-    """`argv` prefixed with `setpriv --pdeathsig KILL --` (module docstring). `outlives_call`: the
-    process lives on after the call that starts it returns (a child kept for later requests, a
-    shell), so the signal would fire when a short-lived starting thread ends: it is applied only
-    from the main thread. A command the caller waits for is always safe to guard."""
+def die_with_parent(argv: list[str]) -> list[str]:
+    """`argv` prefixed with `setpriv --pdeathsig KILL --` (module docstring), for a command the calling
+    thread waits for; one that outlives the call goes through `popen_guarded`."""
     exe = _setpriv()
-    if exe is None or (outlives_call and threading.current_thread() is not threading.main_thread()):
+    if exe is None:
         return argv
     if not argv or (not os.path.isabs(argv[0]) and "/" in argv[0]) or shutil.which(argv[0]) is None:
         return argv  # Popen's own error for a missing program (callers turn it into a clear line)
     return [exe, "--pdeathsig", "KILL", "--", *argv]
+
+
+def popen_guarded(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen[Any]:
+    """`subprocess.Popen(die_with_parent(argv), **popen_kwargs)` for a process that outlives this call:
+    started from the main thread, or else by the process's spawner thread (module docstring), so
+    the parent-death signal fires when this process ends and not when the calling thread does."""
+    guarded = die_with_parent(argv)
+    if guarded is argv or threading.current_thread() is threading.main_thread():
+        return subprocess.Popen(guarded, **popen_kwargs)
+    return _Spawner.get().call(lambda: subprocess.Popen(guarded, **popen_kwargs))
+
+
+class _Spawner:
+    """One daemon thread per process that starts processes for other threads (it never ends before
+    its process does). Rebuilt after a fork, whose child has no copy of the thread."""
+
+    _lock = threading.Lock()
+    _current: _Spawner | None = None
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="cuda-agent-spawner", daemon=True).start()
+
+    @classmethod
+    def get(cls) -> _Spawner:
+        with cls._lock:
+            if cls._current is None or cls._current.pid != os.getpid():
+                cls._current = cls()
+            return cls._current
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        fut: Future[Any] = Future()
+        self._jobs.put((fn, fut))
+        return fut.result()  # re-raises Popen's own errors (a missing program) in the caller
+
+    def _run(self) -> None:
+        while True:
+            fn, fut = self._jobs.get()
+            try:
+                fut.set_result(fn())
+            except BaseException as e:  # noqa: BLE001 - handed to the caller, which re-raises it
+                fut.set_exception(e)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuda_agent.sandbox.box import Sandbox, probe
-from cuda_agent.sandbox.env import die_with_parent, kill_group, scrubbed_env
+from cuda_agent.sandbox.env import kill_group, popen_guarded, scrubbed_env
 
 PROTECTED_IN_WORKSPACE = ("model.py", "binding.cpp", "binding_registry.h", "SKILL.md", "tools", ".cuda-agent")
 _SHELL_ENV = ("TORCH_CUDA_ARCH_LIST", "CUDA_AGENT_PYTHON")
@@ -128,8 +128,8 @@ class BashSession:
             argv = box.wrap(shell, writable=[self.workspace, self._private], readonly=pins, cwd=self.workspace)
         else:
             argv = shell
-        self._proc = subprocess.Popen(
-            die_with_parent(argv, outlives_call=True),  # the agent's end ends its shell
+        self._proc = popen_guarded(
+            argv,  # the agent's end ends its shell, from an episode's thread too (sandbox.env)
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -44,7 +44,7 @@ from typing import Any
 
 from cuda_agent.eval.channel import messages as P
 from cuda_agent.sandbox import env as sandbox_env
-from cuda_agent.sandbox.env import die_with_parent, kill_group
+from cuda_agent.sandbox.env import die_with_parent, kill_group, popen_guarded
 
 LOG_TAIL_CHARS = 6000
 MAX_REPLY_BYTES = 1 << 20
@@ -145,10 +145,10 @@ class Child:
             *(["--warm-cuda"] if warm_cuda else []),
             *child_args,
         ]
-        self.proc = subprocess.Popen(
+        self.proc = popen_guarded(
             # a killed pool worker takes its children with it, even a candidate that spins and never
             # reads its pipe (sandbox.env.die_with_parent)
-            die_with_parent(wrap(argv) if wrap is not None else argv, outlives_call=True),
+            wrap(argv) if wrap is not None else argv,
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
