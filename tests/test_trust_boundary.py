@@ -272,10 +272,10 @@ def test_the_cpu_lanes_floor_absorbs_its_baselines_drift_and_charges_for_it():
     floor calls that unconfirmed; the CPU lane's floor (its known drift) does not, and charges it."""
     eager = tt.Side("eager", 0.02875, 0.02554, 0.00015)
     gpu = tt.judge(4.828, 4.835, 0.01, [eager], "host")
-    lane = tt.judge(4.828, 4.835, 0.01, [eager], "host", cap=tt.HOST_LANE_CAP, least=tt.HOST_LANE_FLOOR)
+    lane = tt.judge(4.828, 4.835, 0.01, [eager], "host", bounds=tt.HOST_LANE_BOUNDS)
     assert gpu.kind == "unconfirmed" and lane.kind == "ok", (gpu, lane)
     assert lane.time_ms == pytest.approx(lane.equiv_ms * (1 + tt.HOST_LANE_FLOOR)) and lane.time_ms > gpu.time_ms
-    liar = tt.judge(4.835 / 1.5, 4.835, 0.01, [eager], "host", cap=tt.HOST_LANE_CAP, least=tt.HOST_LANE_FLOOR)
+    liar = tt.judge(4.835 / 1.5, 4.835, 0.01, [eager], "host", bounds=tt.HOST_LANE_BOUNDS)
     assert liar.kind == "unconfirmed" and liar.flagged  # a lie past the lane's noise is still seen
 
 

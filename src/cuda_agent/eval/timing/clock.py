@@ -118,6 +118,19 @@ FORGED_WARN = 1.15  # a claim this many times faster than the clock is flagged a
 FORGED = 2.0  # ... and this many times (graph mode) is rejected
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """One lane's bounds on the verdict: the tolerance's floor and cap, and the rejection's factor."""
+
+    least: float
+    cap: float
+    forged: float
+
+
+GPU_BOUNDS = Bounds(TOL_FLOOR, TOL_CAP, FORGED)
+HOST_LANE_BOUNDS = Bounds(HOST_LANE_FLOOR, HOST_LANE_CAP, HOST_LANE_FORGED)
+
+
 def burst_shape(per_call_ms: float, in_bytes: int, graph: bool) -> tuple[int, int]:
     """(k, replays): enough calls for TARGET_MS at this per-call time. Host mode keeps every input
     set alive at once, so BURST_BYTES bounds its k; a graph reuses its memory and repeats instead."""
@@ -220,20 +233,18 @@ def judge(
     mode: str = "graph",
     floor_ms: float = 0.0,
     enqueue_ms: float | None = None,
-    cap: float = TOL_CAP,
-    forged: float = FORGED,
-    least: float = TOL_FLOOR,
+    bounds: Bounds = GPU_BOUNDS,
 ) -> Verdict:
     """The candidate's time that counts (module docstring): the clock's, whatever the claim. `floor_ms`:
     the task's speed-of-light time per call (0: unknown); the clock's net is never taken below it.
     `mode`: "graph" or "host" (a host-bound burst resolves less: its wider tolerance is its charge);
     `enqueue_ms`: the host time per call the candidate reported (host mode: a
-    host-bound honest candidate's slow burst is then not called forged). `cap`: the tolerance's cap
-    (TOL_CAP; HOST_LANE_CAP on the CPU lane); `forged`: the rejection's factor; `least`: the tolerance's
-    floor (TOL_FLOOR; HOST_LANE_FLOOR on the CPU lane). The claim decides only
+    host-bound honest candidate's slow burst is then not called forged). `bounds`: the lane's floor and
+    cap on the tolerance and its rejection factor (GPU_BOUNDS; HOST_LANE_BOUNDS on the CPU lane). The claim decides only
     the findings (and a rejection when grossly below the clock), never the time or a milestone: any
     rule in which the claim could lower the time would let a liar gain wherever the clock and the
     events disagree for its kernel (measured: 3-6 % on a 46 us kernel), which no tolerance fixes."""
+    cap, forged, least = bounds.cap, bounds.forged, bounds.least
     raw = max(cand_net_ms, 1e-9)
     net_c = max(cand_net_ms, floor_ms, 1e-9)
     tol: dict[str, float] = {}

@@ -412,9 +412,7 @@ def trusted_verdict(
         rec.kind,
         0.5 * floor,
         res.timing.enqueue_ms,
-        tt.TOL_CAP if cfg.device == "cuda" else tt.HOST_LANE_CAP,
-        tt.FORGED if cfg.device == "cuda" else tt.HOST_LANE_FORGED,
-        tt.TOL_FLOOR if cfg.device == "cuda" else tt.HOST_LANE_FLOOR,
+        tt.GPU_BOUNDS if cfg.device == "cuda" else tt.HOST_LANE_BOUNDS,
     )
     res.trusted_ms = round(cand_net, 6)
     res.trusted_eager_ms = round(sides[0].net_ms, 6)
