@@ -408,6 +408,15 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         headline=r"(verdict|exit)",
     ),
     Measurement(
+        "expert-profile-each",
+        "the expert profile's seconds per call on every bundled example (one evaluation, then two "
+        "profiles each; the first measures the GPU's ceilings)",
+        "32",
+        "",
+        (Step("gpu_issue32", ("bash", "scripts/gpu_issue32.sh", "--each"), 480),),
+        headline=r"(verdict|exit)",
+    ),
+    Measurement(
         "baselines-examples",
         "every example's solution against each baseline (eager, compile, max-autotune, cuda-graph) and "
         "the best, through `cuda-agent bench --baselines all`, then its report",

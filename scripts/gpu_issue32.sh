@@ -10,5 +10,5 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-timeout 1500 python3 scripts/gpu_issue32.py
+timeout 1500 python3 scripts/gpu_issue32.py "$@"
 echo "gpu_issue32: exit $?"

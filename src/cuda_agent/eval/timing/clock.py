@@ -57,7 +57,12 @@ What a candidate that fully controls its process can and cannot do:
   evaluations a 46 us memory-bound kernel's net moved 1.5-6 % (H100, 2026-12-05; docs/throughput.md
   "the evaluator's clock"), so a kernel that close to a milestone's line may land on either side.
   `EvalConfig.clock_flush`, `clock_fresh_baselines` and `clock_digest="rank1"` did not narrow that
-  spread in the same session's A/B and stay off.
+  spread in the same session's A/B and stay off. Per kernel size (H100, 2026-12-06, b21b3ab,
+  `benchmarks/clock_leak.py`; docs/throughput.md "Call 7"): lies of 1-10 % moved the time that
+  counts by at most 1.4 % at ~100 us and 0.5 % at ~1 ms (the clock's spread there: 0.8 %, 0.2 %), no
+  reward above the honest twin's; at ~20 us and ~5 us the clock's own spread of one kernel's net
+  (3.9 %, 5.1 %) exceeds the 3 % charge, so there a kernel on a milestone's line may land on either
+  side, and no lie smaller than that spread can be told from it.
 - The clock's own error is not only noise. On the H100 (2026-12-05, docs/throughput.md "Call 5")
   diag_matmul's net came out 7.6x below its event time, under the task's speed-of-light floor
   (so `floor_ms` set its time), while the baselines' nets matched their events: inside a burst the
