@@ -8,13 +8,22 @@ milestone over the honest twin. Since the clock decides whatever the claim (trus
 a "gain" here can only be the clock's own run-to-run noise beyond the tolerance it is charged: the
 two honest runs' clock ratios show that noise per size. Usage:
 PYTHONPATH=src python benchmarks/clock_leak.py [--out F] [--clock OPT-INS]
+PYTHONPATH=src python benchmarks/clock_leak.py --pairs 8 --sizes "~20 us" --factor 0.9 [--out F]
+
+`--pairs N`: per size, N honest evaluations and N forger evaluations at `--factor`, alternating (so a
+drift of the machine over the run falls on both alike), then the forgers' mean time that counts
+against the honest mean, with the difference's standard error: the lie's effect told from the
+clock's noise at sizes where one evaluation each cannot (H100, 2026-12-06: at ~20 us the clock's
+spread was 3.9 %, above its 3 % charge).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -32,7 +41,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--clock", default="", help=f"opt-ins of the evaluator's clock: {', '.join(CLOCK_OPT_INS)}")
+    ap.add_argument("--pairs", type=int, default=0, help="honest/forger pairs per size, alternating (module docstring)")
+    ap.add_argument("--factor", type=float, default=0.9, help="the forger's factor with --pairs")
+    ap.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES), metavar="SIZE")
     args = ap.parse_args()
+    if args.pairs < 0 or not 0 < args.factor < 1:
+        ap.error("--pairs must be >= 0 and --factor between 0 and 1")
     try:
         clock_opt_ins(args.clock)
     except ValueError as e:
@@ -41,10 +55,12 @@ def main() -> int:
     src = (fr.FORGERY / "tasks" / "relu_scale.py").read_text()
     rows = []
     with tempfile.TemporaryDirectory(prefix="clock-leak-") as tmp:
-        for label, n in SIZES.items():
+        for label in args.sizes:
+            n = SIZES[label]
             task_file = Path(tmp) / f"relu_scale_{n}.py"
             task_file.write_text(src.replace("N = 1 << 24", f"N = {n}"))
-            for factor in (None, None, *FACTORS):
+            order = [None, args.factor] * args.pairs if args.pairs else [None, None, *FACTORS]
+            for factor in order:
                 with tempfile.TemporaryDirectory(dir=tmp) as work:
                     r = fr._evaluate("relu_scale", factor, "switch" if factor else "honest", work, str(task_file))
                 r["size"] = label
@@ -52,8 +68,10 @@ def main() -> int:
                 print(json.dumps(r), flush=True)
                 if args.out:
                     Path(args.out).write_text(json.dumps(rows, indent=1))
+    if args.pairs:
+        return _pairs_table(rows, args.sizes, args.factor)
     print("\nsize      honest claim/compile  clock/compile  tol    rewards honest  factors that gained")
-    for label in SIZES:
+    for label in args.sizes:
         rs = [r for r in rows if r["size"] == label]
         hon = [r for r in rs if r["factor"] is None]
         if not hon or hon[0]["time_ms"] is None:
@@ -74,6 +92,32 @@ def main() -> int:
         base = min(r["reward"] for r in hon)
         gained = [r["factor"] for r in rs if r["factor"] is not None and (r["reward"] or -1) > base]
         print(f"{label:9} {claim:20.3f}  {clock:13}  {tol:5.1%}  {','.join(str(r['reward']) for r in hon):15} {gained}")
+    return 0
+
+
+def _pairs_table(rows: list[dict], sizes: list[str], factor: float) -> int:
+    """Per size: each side's mean time that counts and rewards, and the forgers' difference in units of
+    its standard error (|z| under 2: the lie's effect is not told from the clock's noise)."""
+    print(
+        f"\nsize      n  honest mean us  forger x{factor} mean us  difference  std err  z      rewards honest / forger"
+    )
+    for label in sizes:
+        side = {
+            h: [r for r in rows if r["size"] == label and (r["factor"] is None) == (h == "honest")]
+            for h in ("honest", "forger")
+        }
+        t = {h: [r["time_ms"] * 1e3 for r in rs if r["time_ms"] is not None] for h, rs in side.items()}
+        if min(len(v) for v in t.values()) < 2:
+            print(f"{label:9} fewer than two ok evaluations a side")
+            continue
+        mh, mf = statistics.mean(t["honest"]), statistics.mean(t["forger"])
+        se = math.sqrt(
+            statistics.variance(t["honest"]) / len(t["honest"]) + statistics.variance(t["forger"]) / len(t["forger"])
+        )
+        diff = mf / mh - 1
+        z = (mf - mh) / se if se > 0 else 0.0
+        rew = " / ".join(",".join(str(r["reward"]) for r in side[h]) for h in ("honest", "forger"))
+        print(f"{label:9} {len(t['honest']):2} {mh:14.3f}  {mf:20.3f}  {diff:+9.1%}  {se / mh:7.1%}  {z:+5.1f}  {rew}")
     return 0
 
 

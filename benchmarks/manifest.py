@@ -299,6 +299,32 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         (Step("clock_leak", ("{py}", "benchmarks/clock_leak.py", "--out", "{out}/leak.json"), 240),),
         headline=r"^\s*\d|^size",
     ),
+    Measurement(
+        "clock-leak-pairs",
+        "the lie's effect at ~20 us told from the clock's noise: 8 honest and 8 forger (x0.9) evaluations "
+        "of relu_scale, alternating; the difference of the means in standard errors",
+        "28",
+        "",
+        (
+            Step(
+                "clock_leak",
+                (
+                    "{py}",
+                    "benchmarks/clock_leak.py",
+                    "--pairs",
+                    "8",
+                    "--sizes",
+                    "~20 us",
+                    "--factor",
+                    "0.9",
+                    "--out",
+                    "{out}/leak_pairs.json",
+                ),
+                240,
+            ),
+        ),
+        headline=r"^size|^~",
+    ),
     # The full red team is two calls since both tasks in one ran past 534 s (H100, 0467285): relu_scale
     # took about 400 s of it, linear_relu about 330 s. Each call judges its task's forgers against that
     # task's honest runs of the same call.
