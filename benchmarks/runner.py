@@ -155,11 +155,21 @@ def environment(extra_path: str = "") -> dict:
         ],
         "commit": ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
         "dirty": ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        # the files that ran, as git would commit them (a scratch index; the real one is untouched): the
+        # device's copy keeps the .git of the session's start, so `commit` there can be older than the
+        # tree; `git log --format='%h %T' | grep TREE` here names the commit whose files these are
+        "tree": [
+            "sh",
+            "-c",
+            'i=$(mktemp) && cp .git/index "$i" 2>/dev/null; export GIT_INDEX_FILE="$i"; '
+            'git add -A >/dev/null 2>&1 && git write-tree; r=$?; rm -f "$i"; exit $r',
+        ],
     }
     for key, argv in probes.items():
         try:
             p = subprocess.run(
                 argv,
+                cwd=ROOT,
                 capture_output=True,
                 text=True,
                 timeout=60,
