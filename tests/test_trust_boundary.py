@@ -321,6 +321,27 @@ def test_the_reference_reads_only_the_candidates_io_dir(tmp_path):
     assert victim.read_text() == "keep me" and not (io / "seed0_0.bin").exists()
 
 
+def test_the_reference_drops_each_kept_output_once_compared(tmp_path):
+    """Large outputs must not pile up on the device for the whole evaluation (child.main.cmd_compare)."""
+    from cuda_agent.eval.channel.tensorfile import save_tensors
+
+    st = child.State("reference")
+    st.device = torch.device("cpu")
+    io = tmp_path / "io"
+    io.mkdir()
+    st.peer_io = os.path.realpath(io)
+    st.kept["ref#0"] = [torch.arange(6.0)]
+    st.kept["ref#1"] = [torch.arange(6.0)]
+    meta = [child.describe(torch.arange(6.0), [])]
+    save_tensors(str(io / "seed0_0.bin"), [torch.arange(6.0)], None)
+    out = child.cmd_compare(st, P.Compare("ref#0", "x", str(io / "seed0_0.bin"), meta, 1e-2, 1e-2, 1 << 20))
+    assert out["check"]["passed"] is True
+    assert "ref#0" not in st.kept and "ref#1" in st.kept
+    save_tensors(str(io / "seed0_0.bin"), [torch.arange(6.0)], None)
+    with pytest.raises(KeyError, match="compared once"):
+        child.cmd_compare(st, P.Compare("ref#0", "x", str(io / "seed0_0.bin"), meta, 1e-2, 1e-2, 1 << 20))
+
+
 # ------------------------------------------------------------------ the pipeline against a rewritten harness (CPU lane)
 
 

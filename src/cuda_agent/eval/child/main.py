@@ -263,12 +263,17 @@ def cmd_compare(st: State, req: P.Compare) -> dict[str, Any]:
     """Reference role only: compare a candidate's output file with kept outputs. The file must lie in
     the candidate's io dir named at setup (the parent computes every path itself, so anything else
     is a harness bug); a link or a non-regular file there is the candidate's unreadable output, and
-    is removed (the link itself, never its target)."""
+    is removed (the link itself, never its target). Each kept output is compared once and then
+    dropped: a task with large outputs otherwise holds every correctness set's on the device until
+    the evaluation ends, beside the baselines' and the clock's buffers (H100, 2026-12-06: a task of
+    2 GiB tensors ran its reference out of memory at 48.8 GiB on an 80 GB card)."""
     if st.role != "reference":
         raise PermissionError("compare runs in the reference process only")
     if st.peer_io is None or os.path.realpath(os.path.dirname(req.file)) != st.peer_io:
         raise PermissionError(f"compare: {req.file} is not in the candidate's io dir")
-    ref = [t for t in st.kept[req.ref] if isinstance(t, torch.Tensor)]
+    if req.ref not in st.kept:
+        raise KeyError(f"compare: no kept reference output '{req.ref}' (each is compared once)")
+    ref = [t for t in st.kept.pop(req.ref) if isinstance(t, torch.Tensor)]
     t0 = time.perf_counter()
     try:
         if os.path.lexists(req.file) and not stat.S_ISREG(os.lstat(req.file).st_mode):
