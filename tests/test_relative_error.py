@@ -170,3 +170,40 @@ def test_bundled_row_softmax_wide_is_no_longer_weak(capsys):
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["weak"] == [] and out["passing"] == []
     assert all(c["margin"] > 10 * NEAR_MISS_FACTOR for c in out["controls"].values() if c["applicable"])
+
+
+# ------------------------------------------------------------------ sliced float64 (memory) and complex outputs
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_the_sliced_comparison_gives_the_whole_tensors_verdict(monkeypatch, dtype):
+    """compare.CHUNK bounds the float64 temporaries; the verdict and its figures must not depend on it."""
+    from cuda_agent.eval.shared import compare
+
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randn(37, 53, generator=g).to(dtype)
+    near = (ref.double() + 1e-3 * torch.randn(37, 53, generator=g).double()).to(dtype)
+    wrong = near.clone()
+    wrong.view(-1)[[5, 700, 1900]] += 1.0  # three elements in different slices
+    cases = {"near": near, "wrong": wrong, "strided": near.t().contiguous().t()}
+    whole = {k: _cmp(ref, v) for k, v in cases.items()}
+    monkeypatch.setattr(compare, "CHUNK", 64)
+    sliced = {k: _cmp(ref, v) for k, v in cases.items()}
+    assert whole["near"].passed and not whole["wrong"].passed
+    for k in cases:
+        a, b = whole[k], sliced[k]
+        assert (a.passed, a.mismatch_frac, a.max_abs_err, a.tol_ratio) == (
+            b.passed,
+            b.mismatch_frac,
+            b.max_abs_err,
+            b.tol_ratio,
+        )
+        assert b.rel_l2_err == pytest.approx(a.rel_l2_err, rel=1e-9)
+    assert sliced["wrong"].mismatch_frac == pytest.approx(3 / ref.numel())
+
+
+def test_a_complex_output_is_checked_in_both_parts():
+    g = torch.Generator().manual_seed(4)
+    ref = torch.complex(torch.randn(64, 64, generator=g), torch.randn(64, 64, generator=g))
+    assert _cmp(ref, ref + 1e-4).passed
+    wrong_imag = torch.complex(ref.real, -ref.imag)  # right real parts, imaginary parts negated
+    r = _cmp(ref, wrong_imag)
+    assert not r.passed and r.mismatch_frac > 0.4

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 REDTEAM = Path(__file__).resolve().parent / "redteam"
 HACKS = sorted(p for p in (REDTEAM / "hacks").iterdir() if p.is_dir())
 CONTROLS = sorted(p for p in (REDTEAM / "controls").iterdir() if p.is_dir())
-TASKS = {"elementwise_relu", "matmul", "softmax"}
+TASKS = {p.stem for p in (REDTEAM / "tasks").glob("*.py")}
 
 
 def _source_dir(d: Path) -> Path:
