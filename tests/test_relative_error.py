@@ -207,3 +207,18 @@ def test_a_complex_output_is_checked_in_both_parts():
     wrong_imag = torch.complex(ref.real, -ref.imag)  # right real parts, imaginary parts negated
     r = _cmp(ref, wrong_imag)
     assert not r.passed and r.mismatch_frac > 0.4
+
+
+def test_nonfinite_values_are_counted_over_every_slice_and_float8_is_compared(monkeypatch):
+    from cuda_agent.eval.shared import compare
+
+    monkeypatch.setattr(compare, "CHUNK", 16)
+    ref = torch.randn(100, generator=torch.Generator().manual_seed(5))
+    out = ref.clone()
+    out[[3, 40, 97]] = torch.tensor([float("nan"), float("inf"), float("-inf")])  # three different slices
+    assert "contains 3 NaN/inf" in _cmp(ref, out).message
+    bad_ref = ref.clone()
+    bad_ref[60] = float("nan")
+    assert "reference output 0 contains NaN" in _cmp(bad_ref, ref).message
+    f8 = ref.to(torch.float8_e4m3fn)  # torch.isfinite has no kernel for it: the float64 copies are checked
+    assert _cmp(f8, f8.clone()).passed
