@@ -292,6 +292,14 @@ def summary(work: Path, json_out: Path | None) -> int:
             }
         )
     report["kept_candidates"] = kept
+    # what the last turn's tools answered (rl.verl_loop writes episode.json in each kept workdir): the verify
+    # message of every trajectory, so a reward of -1 says why
+    episodes = []
+    for ep in sorted((work / "work").glob("*/episode.json")):
+        e = json.loads(ep.read_text())
+        said = " | ".join(str(m.get("content", "")) for m in e.get("final_observation", []))
+        episodes.append({"run": ep.parent.name, "reward": e.get("reward"), "reason": e.get("reason"), "said": said})
+    report["episodes"] = episodes
     report["checkpoints"] = sorted(p.name for p in (work / "ckpt").glob("global_step_*"))
     print(f"generation on: {report['generation_device']}; checkpoints: {', '.join(report['checkpoints']) or 'none'}")
     print(f"{'step':>4} {'wall s':>8} {'rollout s':>9} {'generating s':>12} {'evaluating s (sum)':>18} {'update s':>8}")
@@ -315,6 +323,9 @@ def summary(work: Path, json_out: Path | None) -> int:
             f"kept {k['run']}: reward {k['reward']} ({k['status']}), {k['time_ms']} ms vs eager {k['eager_ms']} ms, "
             f"compile {k['compile_ms']} ms; phases {json.dumps(k['phases_s'])}"
         )
+    for e in episodes:
+        said = " ".join(e["said"].split())
+        print(f"episode {e['run']}: reward {e['reward']} ({e['reason']}); tools said: {said[:400] or '-'}")
     print(
         "rollout s: verl's rollout phase (generation and evaluations overlap in it); generating s: the hf server's "
         "busy time in that step; evaluating s: the trajectories' environment time summed (tools and the final "

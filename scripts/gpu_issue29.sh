@@ -14,7 +14,7 @@
 # phase (generation and evaluations overlap in it) with summed per-trajectory generation and evaluation
 # seconds, and the update phases. Writes to $OUT (default ./out), at most 3 files:
 #   issue29.tar          everything, appended stage by stage (progress, env, prepare and train logs, the
-#                        configs, rollout dumps, kept candidates' result.json), so a cut-off run keeps its start
+#                        configs, rollout dumps, kept candidates' result.json, each episode.json), so a cut-off run keeps its start
 #   issue29-summary.txt  the table
 #   issue29.json         the same as JSON
 set -uo pipefail
@@ -86,7 +86,7 @@ if [ "$rc" = 0 ]; then
   grep -E "hf rollout 0: |step:[0-9]+ " "$W/train.log" | cut -c1-300 | tail -6
   python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1 || true  # a cut-off run leaves Ray's processes
 fi
-pack progress.txt train.log rollouts $(cd "$W" && ls -d work/*/best/result.json 2>/dev/null)
+pack progress.txt train.log rollouts $(cd "$W" && ls -d work/*/best/result.json work/*/episode.json 2>/dev/null)
 
 # 5. the summary
 timeout 60 python3 scripts/gpu_issue29.py summary --work "$W" --json "$OUT/issue29.json" | tee "$OUT/issue29-summary.txt"

@@ -6,6 +6,7 @@ trajectories for value pretraining. Needs transformers (the `rl` extra)."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -15,6 +16,7 @@ pytest.importorskip("tokenizers")
 from rl_helpers import TASK, ScriptedPool, ScriptedServer, hermes, timed  # noqa: E402
 
 from cuda_agent.env.core import EnvConfig, Environment  # noqa: E402
+from cuda_agent.eval.judge.result import EvalResult, Status  # noqa: E402
 from cuda_agent.rl.replay import replay_stream  # noqa: E402
 from cuda_agent.rl.rollout import METRIC_KEYS, PromptTooLong, RolloutConfig, roll_out  # noqa: E402
 from cuda_agent.rl.scoring import pool_evaluator  # noqa: E402
@@ -163,3 +165,16 @@ def test_the_early_ends_are_in_the_per_trajectory_metrics(tok, tmp_path, replies
     assert r.reason == ended.removeprefix("ended_") and r.metrics["turns"] == 3 == len(server.sampled)
     assert r.metrics[ended] == 1.0 and sum(r.metrics[k] for k in ("ended_malformed_calls", "ended_no_tool_call")) == 1.0
     assert r.metrics["malformed_calls"] == (3 if ended == "ended_malformed_calls" else 0)
+
+
+def test_the_tool_results_of_the_last_turn_are_kept_for_the_record(tok, tmp_path):
+    """An episode that ends on a turn (max_turns) never tokenizes that turn's tool results; the rollout
+    still carries them (verl_loop writes them to a kept workdir's episode.json), so a failed verify's
+    message can be read after a training run."""
+    why = "the output is wrong: max abs diff 0.73 at [0, 5]"
+    pool = ScriptedPool({"verify": [EvalResult(Status.INCORRECT, -1, False, message=why)]})
+    one = hermes("write", {"path": "kernels/k.cu", "content": "// kernel\n"}) + hermes("verify")
+    r, _, _ = run(tok, [one], pool=pool, tmp_path=tmp_path, max_turns=1)
+    assert r.reason == "max_turns" and r.reward == -1 and r.metrics["verify_calls"] == 1
+    assert why in json.dumps(r.final_observation) and why not in tok.decode(r.response_ids)
+    assert [m["role"] for m in r.messages].count("assistant") == 1  # the record adds nothing to the stream's messages

@@ -14,8 +14,12 @@ sees; `fcntl.flock`, released when the holder exits or dies) and sets
 CUDA_VISIBLE_DEVICES to the leased id for the evaluator's children; it waits
 while all are taken. GPU ids come from CUDA_AGENT_EVAL_GPUS (comma list), else
 every GPU `nvidia-smi -L` lists. `run_leased(job, compiled)` is `jobs.run_gated`
-under a lease. Not guaranteed: exclusivity against processes that ignore these
-lock files (start the node's other GPU users on the other GPUs).
+under a lease, in this process when its CUDA view can still be set, else in a fresh
+spawned process started with the leased id: Ray reuses a worker across tasks, and one whose
+CUDA driver was asked under another CUDA_VISIBLE_DEVICES (a compile task's, a job on
+another GPU) sees those devices for life (`eval.gpu.view_fixed_under`). Not guaranteed:
+exclusivity against processes that ignore these lock files (start the node's other GPU users
+on the other GPUs).
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ import fcntl
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from cuda_agent.eval.judge.result import EvalResult
 from cuda_agent.pool.jobs import EvalJob, HarnessError, run_gated
 from cuda_agent.sandbox.env import shared_lock_dir
+
+T = TypeVar("T")
 
 
 def eval_gpu_ids() -> list[str]:
@@ -71,6 +78,26 @@ def lease_gpu(ids: list[str] | None = None, poll_s: float = 0.2) -> Iterator[str
         time.sleep(poll_s)
 
 
+def _probe() -> tuple[int, str | None]:
+    """This process's id and CUDA_VISIBLE_DEVICES (what `in_fresh_process` promises; its test reads it)."""
+    return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def in_fresh_process(fn: Callable[..., T], args: tuple[Any, ...], env: dict[str, str]) -> T:
+    """fn(*args) in a new spawned process started with `env` on top of this one's."""
+    from cuda_agent.pool.local import _executor
+
+    with _executor(1, env) as ex:
+        return ex.submit(fn, *args).result()
+
+
 def run_leased(job: EvalJob, compiled: EvalResult | None) -> EvalResult:
-    with lease_gpu():
+    from cuda_agent.eval import gpu as gpu_mod
+
+    with lease_gpu() as gid:
+        fixed = gpu_mod.view_fixed_under()
+        if fixed is not None and fixed != gid:
+            # this process's CUDA driver keeps the view of its first query: in-process, the evaluator would
+            # score on that view (no GPU: status no_gpu, reward -1 in RL; or another job's GPU)
+            return in_fresh_process(run_gated, (job, compiled), {"CUDA_VISIBLE_DEVICES": gid})
         return run_gated(job, compiled)

@@ -96,6 +96,9 @@ class Rollout:
     reason: str
     metrics: dict[str, float]
     messages: list[dict[str, Any]] = field(default_factory=list)
+    # the tool results of the turn that ended the episode: never tokenized (nothing follows them), kept
+    # for the record (`keep_workdirs` writes them to episode.json: why a verify failed is there)
+    final_observation: list[dict[str, Any]] = field(default_factory=list)
 
 
 class _Deadline:
@@ -140,6 +143,7 @@ async def roll_out(
             f"the initial prompt has {len(prompt)} tokens, rollout.prompt_length is {cfg.prompt_length}"
         )
     stream, messages, reason = Stream(list(prompt)), list(start.messages), ""
+    final: list[dict[str, Any]] = []
     request_id = uuid.uuid4().hex  # one id per trajectory: the server may keep its prefix cache
     try:
         while not reason:
@@ -163,7 +167,7 @@ async def roll_out(
             step = await blocking(env.step, msg, calls, "length" if cut else "stop")
             messages.append(msg)
             if step.done:
-                reason = step.reason or "done"
+                reason, final = step.reason or "done", list(step.messages)
                 break
             snap = stream.snapshot()
             await tokens.add_context(stream, messages, messages + step.messages, start.tools)
@@ -186,6 +190,7 @@ async def roll_out(
         reason,
         _metrics(env, stream, reward, reason, timer),
         messages,
+        final,
     )
 
 

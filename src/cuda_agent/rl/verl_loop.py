@@ -9,7 +9,9 @@ key of the YAML entry as a constructor argument.
 Contract of `CudaAgentLoop.run` (the rest is rl.rollout's contract):
 - reads the task from the row's `extra_info` (`task_source`, `task_name`;
   rl.prompts writes them), makes a fresh workspace under `workdir_root` and
-  removes it afterwards unless `keep_workdirs`;
+  removes it afterwards unless `keep_workdirs` (then episode.json there holds the
+  messages, the final turn's tool results, the reason, the reward and the metrics:
+  the one place a failed verify's message can be read after the run);
 - tokens through verl's continuous-token builders (`VerlTokens`): the prompt,
   sampled ids appended unchanged with their log-probs, observations as mask-0
   context; an initial prompt longer than `rollout.prompt_length` raises instead
@@ -40,6 +42,7 @@ import os
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
@@ -107,6 +110,20 @@ class VersionsSeen:
 
     def fields(self) -> dict[str, int]:
         return {"min_global_steps": int(min(self.seen, default=0)), "max_global_steps": int(max(self.seen, default=0))}
+
+
+def _write_episode(path: Path, task: str, r: Rollout) -> None:
+    """The kept workdir's record of its episode (what the response tokens cannot show: the last turn's
+    tool results are never tokenized, and a cut response drops observations too)."""
+    rec = {
+        "task": task,
+        "reason": r.reason,
+        "reward": r.reward,
+        "metrics": r.metrics,
+        "messages": r.messages,
+        "final_observation": r.final_observation,
+    }
+    path.write_text(json.dumps(rec, indent=1, default=str))
 
 
 def to_output(r: Rollout, versions: dict[str, int] | None = None) -> AgentLoopOutput:
@@ -184,6 +201,8 @@ class CudaAgentLoop(AgentLoopBase):
                 sampling_params,
                 executor=env_executor(self.env_threads),
             )
+            if self.keep_workdirs:
+                _write_episode(Path(run_dir) / "episode.json", task.name, r)
         finally:
             env.close()
             if not self.keep_workdirs:
