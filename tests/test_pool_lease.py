@@ -60,10 +60,10 @@ def test_detect_never_asks_the_driver_under_an_empty_visibility(monkeypatch):
 
 
 def test_fresh_process_gets_its_own_visibility(monkeypatch):
-    from cuda_agent.pool.gpu_lease import _probe, in_fresh_process
+    from cuda_agent.pool.gpu_lease import in_fresh_process, probe
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "outer")
-    pid, visible = in_fresh_process(_probe, (), {"CUDA_VISIBLE_DEVICES": "5"})
+    pid, visible, _ = in_fresh_process(probe, (), {"CUDA_VISIBLE_DEVICES": "5"})
     assert pid != os.getpid() and visible == "5"
 
 

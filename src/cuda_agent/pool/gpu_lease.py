@@ -78,9 +78,13 @@ def lease_gpu(ids: list[str] | None = None, poll_s: float = 0.2) -> Iterator[str
         time.sleep(poll_s)
 
 
-def _probe() -> tuple[int, str | None]:
-    """This process's id and CUDA_VISIBLE_DEVICES (what `in_fresh_process` promises; its test reads it)."""
-    return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES")
+def probe() -> tuple[int, str | None, str | None]:
+    """This process's id, CUDA_VISIBLE_DEVICES and the GPU the evaluator would detect here (what
+    `in_fresh_process` promises: its test and scripts/gpu_lease_probe.py read it)."""
+    from cuda_agent.eval import gpu as gpu_mod
+
+    found = gpu_mod.detect()
+    return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES"), found.name if found else None
 
 
 def in_fresh_process(fn: Callable[..., T], args: tuple[Any, ...], env: dict[str, str]) -> T:
