@@ -297,7 +297,8 @@ def summary(work: Path, json_out: Path | None) -> int:
     episodes = []
     for ep in sorted((work / "work").glob("*/episode.json")):
         e = json.loads(ep.read_text())
-        said = " | ".join(str(m.get("content", "")) for m in e.get("final_observation", []))
+        last = (e.get("final_observation") or [{}])[-1]  # the turn's last tool: verify, in the taught answer
+        said = str(last.get("content", ""))
         episodes.append({"run": ep.parent.name, "reward": e.get("reward"), "reason": e.get("reason"), "said": said})
     report["episodes"] = episodes
     report["checkpoints"] = sorted(p.name for p in (work / "ckpt").glob("global_step_*"))
@@ -325,7 +326,7 @@ def summary(work: Path, json_out: Path | None) -> int:
         )
     for e in episodes:
         said = " ".join(e["said"].split())
-        print(f"episode {e['run']}: reward {e['reward']} ({e['reason']}); tools said: {said[:400] or '-'}")
+        print(f"episode {e['run']}: reward {e['reward']} ({e['reason']}); its last tool said: {said[:400] or '-'}")
     print(
         "rollout s: verl's rollout phase (generation and evaluations overlap in it); generating s: the hf server's "
         "busy time in that step; evaluating s: the trajectories' environment time summed (tools and the final "
