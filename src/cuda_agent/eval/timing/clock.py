@@ -62,7 +62,12 @@ What a candidate that fully controls its process can and cannot do:
   counts by at most 1.4 % at ~100 us and 0.5 % at ~1 ms (the clock's spread there: 0.8 %, 0.2 %), no
   reward above the honest twin's; at ~20 us and ~5 us the clock's own spread of one kernel's net
   (3.9 %, 5.1 %) exceeds the 3 % charge, so there a kernel on a milestone's line may land on either
-  side, and no lie smaller than that spread can be told from it.
+  side, and no lie smaller than that spread can be told from it. In pairs (H100, 2026-12-06, a39a97a,
+  `clock_leak.py --pairs 8 --sizes "~20 us" --factor 0.9`; docs/throughput.md "Call 8") a 10 % lie
+  moved the mean time that counts by +0.3 % (the liar slower; standard error 3.2 %), rewards 3 in 6 of
+  8 honest runs and 4 of 8 lying ones: no gain seen, but bounded only to about 6.5 %. The spread there
+  comes from the loop: draws and digests cost 0.10 ms per call against a 0.013 ms net, so 1 % of burst
+  noise is about 8 % of the net.
 - The clock's own error is not only noise. On the H100 (2026-12-05, docs/throughput.md "Call 5")
   diag_matmul's net came out 7.6x below its event time, under the task's speed-of-light floor
   (so `floor_ms` set its time), while the baselines' nets matched their events: inside a burst the
