@@ -283,6 +283,17 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         needs=(".carry-rl",),
     ),
     Measurement(
+        "lease-probe",
+        "the leased evaluation path of RL on one GPU without verl: what Ray gives a CPU task, what a leased "
+        "task sees in-process and in a fresh process, two real evaluations through RayPool(gpu_resource) "
+        "(carry .carry-rl)",
+        "29",
+        "",
+        (Step("gpu_lease_probe", ("bash", "scripts/gpu_lease_probe.sh"), 150),),
+        headline=r"(verdict|relu_x\d|CUDA_VISIBLE|view_fixed|detect)",
+        needs=(".carry-rl",),
+    ),
+    Measurement(
         "rl-smoke",
         "the RL smoke: the environment's episodes and TRL's trainer on the GPU (carry .whl for TRL)",
         "15",
