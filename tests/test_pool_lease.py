@@ -67,16 +67,21 @@ def test_fresh_process_gets_its_own_visibility(monkeypatch):
     assert pid != os.getpid() and visible == "5"
 
 
-@pytest.mark.parametrize("fixed,fresh", [(None, False), ("7", True), ("", True)])
-def test_a_leased_job_leaves_a_process_whose_cuda_view_is_fixed_elsewhere(monkeypatch, fixed, fresh):
+@pytest.mark.parametrize(
+    "fixed,sees,fresh",
+    [(None, True, False), ("GID", True, False), ("7", True, True), ("", True, True), (None, False, True)],
+)
+def test_a_leased_job_leaves_a_process_whose_cuda_view_is_fixed_elsewhere(monkeypatch, fixed, sees, fresh):
     """The H100 run of 2026-12-06 (every GPU rollout -1) is the case this routes: a worker reused from a task
-    that asked the driver under another visibility evaluates in a fresh process on the leased id."""
+    that asked the driver under another visibility (or one that finds no GPU under the leased id) evaluates
+    in a fresh process on the leased id."""
     from cuda_agent.eval import gpu as gpu_mod
     from cuda_agent.pool import gpu_lease
 
     gid = f"t{os.getpid()}x"
     monkeypatch.setenv("CUDA_AGENT_EVAL_GPUS", gid)
-    monkeypatch.setattr(gpu_mod, "_first_query", fixed)
+    monkeypatch.setattr(gpu_mod, "_first_query", gid if fixed == "GID" else fixed)
+    monkeypatch.setattr(gpu_mod, "detect", lambda: gpu_mod.GPU("H100", "9.0", "GPU-x") if sees else None)
     ran: list[tuple[str, str | None]] = []
     monkeypatch.setattr(gpu_lease, "run_gated", lambda job, compiled: ran.append(("here", job)) or "here")
     monkeypatch.setattr(

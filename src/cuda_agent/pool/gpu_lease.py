@@ -14,8 +14,8 @@ sees; `fcntl.flock`, released when the holder exits or dies) and sets
 CUDA_VISIBLE_DEVICES to the leased id for the evaluator's children; it waits
 while all are taken. GPU ids come from CUDA_AGENT_EVAL_GPUS (comma list), else
 every GPU `nvidia-smi -L` lists. `run_leased(job, compiled)` is `jobs.run_gated`
-under a lease, in this process when its CUDA view can still be set, else in a fresh
-spawned process started with the leased id: Ray reuses a worker across tasks, and one whose
+under a lease, in this process when its CUDA view can still be set and shows a GPU, else in
+a fresh spawned process started with the leased id: Ray reuses a worker across tasks, and one whose
 CUDA driver was asked under another CUDA_VISIBLE_DEVICES (a compile task's, a job on
 another GPU) sees those devices for life (`eval.gpu.view_fixed_under`). Not guaranteed:
 exclusivity against processes that ignore these lock files (start the node's other GPU users
@@ -99,9 +99,9 @@ def run_leased(job: EvalJob, compiled: EvalResult | None) -> EvalResult:
     from cuda_agent.eval import gpu as gpu_mod
 
     with lease_gpu() as gid:
-        fixed = gpu_mod.view_fixed_under()
-        if fixed is not None and fixed != gid:
-            # this process's CUDA driver keeps the view of its first query: in-process, the evaluator would
-            # score on that view (no GPU: status no_gpu, reward -1 in RL; or another job's GPU)
-            return in_fresh_process(run_gated, (job, compiled), {"CUDA_VISIBLE_DEVICES": gid})
-        return run_gated(job, compiled)
+        if gpu_mod.view_fixed_under() in (None, gid) and gpu_mod.detect() is not None:
+            return run_gated(job, compiled)
+        # this process's CUDA driver keeps the view of its first query (ours under another visibility, or
+        # one we did not see: it finds no GPU under the leased id): in-process, the evaluator would score
+        # on that view (no GPU: status no_gpu, reward -1 in RL; or another job's GPU)
+        return in_fresh_process(run_gated, (job, compiled), {"CUDA_VISIBLE_DEVICES": gid})
