@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from cuda_agent.eval.judge.result import EvalResult
 from cuda_agent.pool.jobs import EvalJob, HarnessError, run_gated
+from cuda_agent.pool.spawn import executor
 from cuda_agent.sandbox.env import shared_lock_dir
 
 T = TypeVar("T")
@@ -89,9 +90,7 @@ def probe() -> tuple[int, str | None, str | None]:
 
 def in_fresh_process(fn: Callable[..., T], args: tuple[Any, ...], env: dict[str, str]) -> T:
     """fn(*args) in a new spawned process started with `env` on top of this one's."""
-    from cuda_agent.pool.local import _executor
-
-    with _executor(1, env) as ex:
+    with executor(1, env) as ex:
         return ex.submit(fn, *args).result()
 
 

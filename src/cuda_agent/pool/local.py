@@ -37,10 +37,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import multiprocessing
 import os
 import queue
-import signal
 import subprocess
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -49,6 +47,7 @@ from typing import Any, Protocol
 
 from cuda_agent.eval.judge.result import EvalResult
 from cuda_agent.pool.jobs import GATE_STATUSES, CallJob, EvalJob, HarnessError, run_any, run_job
+from cuda_agent.pool.spawn import executor
 
 __all__ = ["EvalJob", "HarnessError", "LocalPool", "Pool", "make_pool", "run_job", "visible_gpus"]
 
@@ -90,25 +89,12 @@ def gpu_arch() -> str | None:
     return out[0] if out and out[0].replace(".", "").isdigit() else None
 
 
-def _init_worker(env: dict[str, str]) -> None:
-    os.environ.update(env)
-    # Ctrl-C reaches the whole process group: the parent decides (close(cancel=True) stops the
-    # workers); a worker that took it would print a traceback and leave its job half done
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _stop_workers(ex: ProcessPoolExecutor) -> None:
     """Kill an executor's worker processes: a cancelled pool must not wait for running jobs (an
     evaluation's children and compilers run in their own process groups and end with their pipes)."""
     for proc in list((getattr(ex, "_processes", None) or {}).values()):
         with contextlib.suppress(OSError, AttributeError):
             proc.kill()
-
-
-def _executor(n: int, env: dict[str, str]) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(
-        max_workers=n, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=(env,)
-    )
 
 
 # Evaluations per GPU where a caller does not say (bench, RL scoring): on one H200 (the throughput mix
@@ -150,10 +136,10 @@ class LocalPool:
         self.per_gpu = per_gpu
         self._envs = [{"CUDA_VISIBLE_DEVICES": gpus[i]} if gpus else {} for i in range(n) for _ in range(per_gpu)]
         n = len(self._envs)
-        self._slots = [_executor(1, e) for e in self._envs]
+        self._slots = [executor(1, e) for e in self._envs]
         n_farm = compile_workers if compile_workers is not None else max(1, min(8, (os.cpu_count() or 2) // 2))
         self._n_farm = n_farm
-        self._farm = _executor(n_farm, {"CUDA_VISIBLE_DEVICES": ""})
+        self._farm = executor(n_farm, {"CUDA_VISIBLE_DEVICES": ""})
         self._closed = False
         self.stats = {"farm": 0, "slot": 0, "gated": 0}  # jobs run on the farm, on device slots; GPU runs saved
         self._queue: queue.Queue[tuple[EvalJob, Future[EvalResult]] | None] = queue.Queue()
@@ -199,7 +185,7 @@ class LocalPool:
                     per_gpu = self._call_workers or max(1, (os.cpu_count() or 2) // 2)
                     self._call_envs = [{"CUDA_VISIBLE_DEVICES": ""}]
                 self._call_per = per_gpu
-                self._calls = [_executor(per_gpu, e) for e in self._call_envs]
+                self._calls = [executor(per_gpu, e) for e in self._call_envs]
             i = self._call_next % len(self._calls)
             self._call_next += 1
             inner = self._calls[i].submit(run_any, job)
@@ -213,7 +199,7 @@ class LocalPool:
             if isinstance(err, BrokenProcessPool):
                 with self._call_lock:
                     if self._calls and not self._closed:
-                        self._calls[i] = _executor(self._call_per, self._call_envs[i])
+                        self._calls[i] = executor(self._call_per, self._call_envs[i])
             out.set_exception(_harness(err))
 
         inner.add_done_callback(done)
@@ -235,7 +221,7 @@ class LocalPool:
             else:  # a farm failure is not fatal: the GPU slot builds by itself
                 self._queue.put((then, out))
             if isinstance(err, BrokenProcessPool):
-                self._farm = _executor(self._n_farm, {"CUDA_VISIBLE_DEVICES": ""})
+                self._farm = executor(self._n_farm, {"CUDA_VISIBLE_DEVICES": ""})
 
         inner.add_done_callback(done)
 
@@ -248,7 +234,7 @@ class LocalPool:
             try:
                 out.set_result(self._slots[i].submit(run_job, job).result())
             except BrokenProcessPool as e:
-                self._slots[i] = _executor(1, self._envs[i])
+                self._slots[i] = executor(1, self._envs[i])
                 out.set_exception(_harness(e))
             except BaseException as e:  # noqa: BLE001 - travels to the caller through the future
                 out.set_exception(e)
