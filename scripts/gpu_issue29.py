@@ -83,21 +83,20 @@ REGISTER_BINDING(relu2, bind)
 """
 
 
+def files(device: str) -> dict[str, str]:
+    """The taught candidate's files: a C++ relu(x) * 2 on the CPU lane, a CUDA kernel with its binding on a GPU."""
+    if device == "cpu":
+        return {"model_new.py": CPU_MODEL_NEW, "kernels/relu2_binding.cpp": CPU_BINDING}
+    return {"model_new.py": GPU_MODEL_NEW, "kernels/relu2.cu": GPU_KERNEL, "kernels/relu2_binding.cpp": GPU_BINDING}
+
+
 def answer(device: str) -> str:
     """The taught turn: read model_new.py (the write tool refuses to overwrite a file not read), the
     kernel's files, then verify (the episode's end profiles the kept candidate)."""
-    if device == "cpu":
-        files = {"model_new.py": CPU_MODEL_NEW, "kernels/relu2_binding.cpp": CPU_BINDING}
-    else:
-        files = {
-            "model_new.py": GPU_MODEL_NEW,
-            "kernels/relu2.cu": GPU_KERNEL,
-            "kernels/relu2_binding.cpp": GPU_BINDING,
-        }
     return "\n".join(
         [
             hermes("read", {"path": "model_new.py"}),
-            *(hermes("write", {"path": p, "content": c}) for p, c in files.items()),
+            *(hermes("write", {"path": p, "content": c}) for p, c in files(device).items()),
             hermes("verify"),
         ]
     )
@@ -105,6 +104,12 @@ def answer(device: str) -> str:
 
 def tasks(device: str) -> dict[str, tuple[int, int]]:
     return {f"relu_x{k}_{n}": (k, n) for k in (2, 3) for n in ROWS[device]}
+
+
+def task_source(k: int, n: int, device: str) -> str:
+    """relu(x) * k over n rows: 257 columns on the CPU lane, 4097 on a GPU (enough work to time)."""
+    src = SCALE_TASK.format(k=k, n=n)
+    return src.replace(", 257)", ", 4097)") if device == "cuda" else src
 
 
 def _main(argv: list[str]) -> int:
@@ -125,11 +130,7 @@ def prepare(work: Path, device: str) -> int:
 
     (work / "tasks").mkdir(parents=True, exist_ok=True)
     for name, (k, n) in tasks(device).items():
-        (work / "tasks" / f"{name}.py").write_text(
-            SCALE_TASK.format(k=k, n=n).replace(", 257)", ", 4097)")
-            if device == "cuda"
-            else SCALE_TASK.format(k=k, n=n)
-        )
+        (work / "tasks" / f"{name}.py").write_text(task_source(k, n, device))
     if _main(["rl", "prompts", str(work / "tasks"), "-o", str(work / "train.parquet")]) != 0:
         return 2
     model = save_tiny_model(work / "model", window=64)

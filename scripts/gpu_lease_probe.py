@@ -56,8 +56,7 @@ def leased_task() -> dict:
 
 def main() -> int:
     import ray
-    from gpu_issue29 import GPU_BINDING, GPU_KERNEL, GPU_MODEL_NEW
-    from rl_helpers import SCALE_TASK
+    from gpu_issue29 import files, task_source
 
     from cuda_agent.eval.config import EvalConfig
     from cuda_agent.pool.jobs import EvalJob
@@ -73,14 +72,10 @@ def main() -> int:
         out["leased_task"] = ray.get(lt.remote())
         print(json.dumps(out, indent=1), flush=True)
         pool = RayPool(gpu_resource="eval_gpu")
-        sources = {
-            "model_new.py": GPU_MODEL_NEW,
-            "kernels/relu2.cu": GPU_KERNEL,
-            "kernels/relu2_binding.cpp": GPU_BINDING,
-        }
+        sources = files("cuda")
         rewards = {}
         for k in (2, 3):
-            task = Task.from_source(SCALE_TASK.format(k=k, n=2048).replace(", 257)", ", 4097)"), f"relu_x{k}")
+            task = Task.from_source(task_source(k, 2048, "cuda"), f"relu_x{k}")
             t0 = time.monotonic()
             r = pool.submit(EvalJob(task=task, sources=sources, phase="verify", config=EvalConfig())).result(
                 timeout=240
