@@ -292,6 +292,32 @@ def test_burst_shapes():
     assert tt.burst_shape(0.001, 1 << 30, False) == (tt.BURST_BYTES // (1 << 30), 1)
 
 
+def test_burst_shape_counts_the_loop():
+    """A call of 0.013 ms carrying a 0.1 ms loop (diag_matmul on the H100): sized by the claim alone its
+    burst ran ~90 ms; counting the loop it lasts about TARGET_MS."""
+    alone = tt.burst_shape(0.013, 1 << 20, True)
+    k, r = tt.burst_shape(0.013, 1 << 20, True, loop_ms=0.1)
+    assert k * r < alone[0] * alone[1]
+    assert tt.TARGET_MS <= k * r * 0.113 < tt.TARGET_MS + k * 0.113
+    assert tt.burst_shape(0.013, 1 << 20, True, loop_ms=-1.0) == alone  # a fit below zero is no loop
+
+
+def test_candidate_bursts_sized_by_the_cached_loop(tmp_path):
+    from cuda_agent.eval.config import EvalConfig
+    from cuda_agent.eval.judge.cache import KVCache
+    from cuda_agent.eval.timing import timed
+
+    cfg, cache = EvalConfig(), KVCache(tmp_path / "c.sqlite")
+    assert timed.cached_loop_ms(cfg, cache, "b", "graph") == 0.0  # nothing cached yet
+    looks = timed.BaselineLooks(
+        tt.Looks(512, (0.06,)), None, tt.Looks(256, (0.0262, 0.027)), tt.Looks(1024, (0.1030, 0.11))
+    )
+    cache.put(timed._burst_key(cfg, "b", "graph"), looks.to_dict())
+    assert timed.cached_loop_ms(cfg, cache, "b", "graph") == pytest.approx(0.1, rel=1e-6)
+    assert timed.cached_loop_ms(cfg, cache, "b", "host") == 0.0  # the graph loop's cost is not the host loop's
+    assert timed.cached_loop_ms(cfg, None, "b", "graph") == 0.0
+
+
 def test_digests_within_tolerance_pass_and_skipped_work_fails():
     g = torch.Generator().manual_seed(0)
     ref = torch.randn(4096, generator=g)

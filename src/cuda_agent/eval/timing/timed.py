@@ -251,12 +251,15 @@ def clock_kind(ref: Child, res: EvalResult, cfg: EvalConfig, cache: KVCache | No
     return kind
 
 
-def burst_candidate(cnd: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, kind: str) -> BurstRecord:
-    """The candidate's bursts, right after its timing (the GPU is still its alone). A candidate whose
-    calls do not capture as a graph is clocked by the Python loop (and so are its baselines)."""
+def burst_candidate(
+    cnd: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, kind: str, loop_ms: float = 0.0
+) -> BurstRecord:
+    """The candidate's bursts, right after its timing (the GPU is still its alone), sized by its claim
+    plus the loop's known cost per call (`cached_loop_ms`). A candidate whose calls do not capture as a
+    graph is clocked by the Python loop (and so are its baselines)."""
     assert res.timing is not None
     claim = res.timing.median_ms
-    k, replays = tt.burst_shape(claim, in_bytes, kind == "graph")
+    k, replays = tt.burst_shape(claim, in_bytes, kind == "graph", loop_ms)
     rep = _prepare(cnd, res, cfg, k, "model", kind == "graph")
     if kind == "graph" and not rep.graph:
         res.findings.append(
@@ -269,7 +272,7 @@ def burst_candidate(cnd: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int,
             )
         )
         kind = "host"
-        k, replays = tt.burst_shape(claim, in_bytes, False)
+        k, replays = tt.burst_shape(claim, in_bytes, False)  # the graph loop's cost says nothing of the host loop's
         _prepare(cnd, res, cfg, k, "model", False)
     return _looks(cnd, res, cfg, kind, k, replays, "model")
 
@@ -327,6 +330,10 @@ class BaselineLooks:
         return cls(eager, one(d["compiled"]), small, large)
 
 
+def _burst_key(cfg: EvalConfig, base_key: str, kind: str) -> str:
+    return "/".join(["burst", tt.PROTOCOL, kind, base_key, *_clock_opt_ins(cfg)])
+
+
 def burst_baselines(
     ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, cache: KVCache | None, base_key: str, kind: str
 ) -> BaselineLooks | None:
@@ -334,26 +341,13 @@ def burst_baselines(
     cached beside the baselines. None when a side would not capture now (the comparison would not be
     like with like: no milestone can be confirmed)."""
     assert res.eager_timing is not None
-    key = "/".join(["burst", tt.PROTOCOL, kind, base_key, *_clock_opt_ins(cfg)])
+    key = _burst_key(cfg, base_key, kind)
     if cache is not None and not cfg.clock_fresh_baselines and (hit := cache.get(key)) is not None:
         return BaselineLooks.from_dict(hit)
     graph = kind == "graph"
-    sides: dict[str, tt.Looks | None] = {}
-    eager_shape = (0, 0)
-    for mode, stats in (("model", res.eager_timing), ("compiled", res.compile_timing)):
-        if stats is None:
-            sides[mode] = None
-            continue
-        ask(ref, res, P.Warm(mode, secrets.randbits(62)), cfg.baseline_timeout, "trusted_clock", P.WarmReply)
-        k, replays = tt.burst_shape(stats.median_ms, in_bytes, graph)
-        if mode == "model":
-            eager_shape = (k, replays)
-        if _prepare(ref, res, cfg, k, mode, graph).graph != graph:
-            res.defences["trusted_clock_baselines"] = f"the reference's {mode} would not capture as a graph now"
-            return None
-        sides[mode] = _looks(ref, res, cfg, kind, k, replays, mode).looks
+    # the loop first, shaped by eager's time alone: its cost per call then sizes every side's bursts
     ask(ref, res, P.Warm("loop", secrets.randbits(62)), cfg.baseline_timeout, "trusted_clock", P.WarmReply)
-    k, replays = eager_shape
+    k, replays = tt.burst_shape(res.eager_timing.median_ms, in_bytes, graph)
     if graph:  # one graph, two lengths: its fixed cost and per-call cost from 1 and R replays
         _prepare(ref, res, cfg, k, "loop", True)
         small = _looks(ref, res, cfg, kind, k, 1, "loop").looks
@@ -365,12 +359,39 @@ def burst_baselines(
         k_large = max(k, k_small + 2)
         _prepare(ref, res, cfg, k_large, "loop", False)
         large = _looks(ref, res, cfg, kind, k_large, 1, "loop").looks
+    loop_ms = tt.fit_loop(small, large).per_call_ms if graph else 0.0
+    sides: dict[str, tt.Looks | None] = {}
+    for mode, stats in (("model", res.eager_timing), ("compiled", res.compile_timing)):
+        if stats is None:
+            sides[mode] = None
+            continue
+        ask(ref, res, P.Warm(mode, secrets.randbits(62)), cfg.baseline_timeout, "trusted_clock", P.WarmReply)
+        k, replays = tt.burst_shape(stats.median_ms, in_bytes, graph, loop_ms)
+        if _prepare(ref, res, cfg, k, mode, graph).graph != graph:
+            res.defences["trusted_clock_baselines"] = f"the reference's {mode} would not capture as a graph now"
+            return None
+        sides[mode] = _looks(ref, res, cfg, kind, k, replays, mode).looks
     eager = sides["model"]
     assert eager is not None
     out = BaselineLooks(eager, sides["compiled"], small, large)
     if cache is not None:
         cache.put(key, out.to_dict())
     return out
+
+
+def cached_loop_ms(cfg: EvalConfig, cache: KVCache | None, base_key: str, kind: str) -> float:
+    """The loop's cost per call from this task's cached baseline bursts (graph mode), else 0: what sizes
+    the candidate's bursts beside its claim. Trusted data only (the reference timed it)."""
+    if kind != "graph" or cache is None or cfg.clock_fresh_baselines:
+        return 0.0
+    hit = cache.get(_burst_key(cfg, base_key, kind))
+    if hit is None:
+        return 0.0
+    try:
+        base = BaselineLooks.from_dict(hit)
+        return tt.fit_loop(base.loop_small, base.loop_large).per_call_ms
+    except (KeyError, TypeError, ValueError, AssertionError):
+        return 0.0
 
 
 def trusted_verdict(
@@ -639,6 +660,7 @@ __all__ = [
     "baselines",
     "burst_baselines",
     "burst_candidate",
+    "cached_loop_ms",
     "check_burst_outputs",
     "check_timed_outputs",
     "clock_kind",
