@@ -10,8 +10,11 @@ scripts/device-wheels.sh --rl, whose repacked Ray wheel is installed first, by t
 2. `cuda-agent bench` over the mix's honest solutions with the local pool, then the same with `--ray`
    (one node: Ray's own GPU resource), each with its wall seconds. Local runs first: the machine is the
    same, the order is said in the output.
-3. Per task, status, reward and correctness of both; every difference is printed, and the exit is 1 if any.
-   Evaluations per GPU-hour = evaluations / wall seconds x 3600 (one GPU).
+3. Per task, status, reward and correctness of both; every difference is printed. The exit is 1 if a status or a
+   correctness differs, or a task is missing from one: those the pool must never change. A reward that differs
+   where status and correctness agree is a difference in time (the reward is the time's milestone): it is
+   printed with both sides' times that count, and its size is the evaluator's clock's run-to-run spread
+   (issue 28), not the pool's. Evaluations per GPU-hour = evaluations / wall seconds x 3600 (one GPU).
 
 Not guaranteed: equal times (they are not compared: only what they decide), or that a cut step's figures
 mean anything (a step past its limit is said so and its throughput is not given).
@@ -32,24 +35,30 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.baselines_all import kb_solutions  # noqa: E402
 from benchmarks.runner import install_wheels  # noqa: E402
 
-KEYS = ("status", "reward", "correct")
+KEYS = ("status", "reward", "correct", "time_ms")
 
 
 def outcomes(run: Path) -> dict[str, tuple]:
-    """task id -> (status, reward, correct) of its last evaluation in a bench's store."""
+    """task id -> (status, reward, correct, time_ms) of its last evaluation in a bench's store."""
     sys.path.insert(0, str(ROOT / "src"))
     from cuda_agent.bench.store import ResultStore
 
     return {r["task_id"]: tuple(r[k] for k in KEYS) for r in ResultStore.open_existing(run).rows()}
 
 
-def differences(a: dict[str, tuple], b: dict[str, tuple]) -> list[str]:
-    """Every task whose outcome differs between two runs, or that only one of them has."""
-    out = []
+def differences(a: dict[str, tuple], b: dict[str, tuple]) -> tuple[list[str], list[str]]:
+    """(outcomes that differ: status or correctness, or a task only one run has; rewards that differ with
+    the time alone), one line each."""
+    hard, timed = [], []
     for t in sorted(set(a) | set(b)):
-        if a.get(t) != b.get(t):
-            out.append(f"{t}: local {a.get(t, 'missing')} vs ray {b.get(t, 'missing')}")
-    return out
+        x, y = a.get(t), b.get(t)
+        if x is None or y is None or (x[0], x[2]) != (y[0], y[2]):
+            hard.append(f"{t}: local {x[:3] if x else 'missing'} vs ray {y[:3] if y else 'missing'}")
+        elif x[1] != y[1]:
+            tx, ty = x[3], y[3]
+            apart = f", {abs(tx - ty) / min(tx, ty) * 100:.1f} % apart" if tx and ty else ""
+            timed.append(f"{t}: reward local {x[1]} vs ray {y[1]}, time that counts {tx} vs {ty} ms{apart}")
+    return hard, timed
 
 
 def _run(argv: list[str], env: dict[str, str], limit: float, log: Path) -> tuple[int | None, float]:
@@ -114,11 +123,14 @@ def main() -> int:
         n = len(got[m])
         rate = f"{n / secs * 3600:.0f}" if rc is not None and n and secs > 0 else "-"
         print(f"{m:6} {n:>11}  {secs:>6.0f}  {rate:>12}  {'cut' if rc is None else rc}")
-    diff = differences(got["local"], got["ray"])
-    print(f"outcomes that differ (status, reward, correct): {len(diff)}")
-    for d in diff:
+    hard, timed = differences(got["local"], got["ray"])
+    print(f"outcomes that differ (status, correct, or missing): {len(hard)}")
+    for d in hard:
         print("  " + d)
-    return 1 if diff or any(rc != 0 for rc, _, _ in runs.values()) else 0
+    print(f"rewards that differ with the time alone (the clock's spread, not the pool's): {len(timed)}")
+    for d in timed:
+        print("  " + d)
+    return 1 if hard or any(rc != 0 for rc, _, _ in runs.values()) else 0
 
 
 if __name__ == "__main__":
