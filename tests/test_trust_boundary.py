@@ -302,20 +302,78 @@ def test_burst_shape_counts_the_loop():
     assert tt.burst_shape(0.013, 1 << 20, True, loop_ms=-1.0) == alone  # a fit below zero is no loop
 
 
-def test_candidate_bursts_sized_by_the_cached_loop(tmp_path):
+def test_same_shape_cancels_the_loop_fit_and_the_fixed_cost():
+    """At one shape the nets' difference is the bursts' difference over n whatever the fit; at two shapes a
+    wrong fixed cost moves it (what v6 did: 16-call bursts corrected by a fit from 69 and 138 calls)."""
+    true_fit, wrong_fit = tt.LoopFit(0.5, 0.75), tt.LoopFit(0.8, 0.73)
+    n = 16
+
+    def burst(net: float, calls: int) -> tt.Looks:
+        return tt.Looks(calls, ((true_fit.fixed_ms + calls * (net + true_fit.per_call_ms)) / 1e3,))
+
+    cand, base = burst(0.187, n), burst(0.184, n)
+    for fit in (true_fit, wrong_fit):
+        diff = tt.net_ms(cand, fit) - tt.net_ms(base, fit)
+        assert diff == pytest.approx(0.003, abs=1e-9)
+    other = burst(0.184, 69)
+    assert tt.net_ms(cand, wrong_fit) - tt.net_ms(other, wrong_fit) != pytest.approx(0.003, abs=1e-4)
+
+
+def test_candidate_shape_is_the_shared_one_near_it():
+    shared = tt.SharedShape(16, 1, 0.93, 0.75)
+    assert tt.candidate_shape(0.19, 1 << 20, True, shared) == (16, 1)
+    assert tt.candidate_shape(0.01, 1 << 20, True, shared) == (16, 1)  # faster: far past every line anyway
+    slow = tt.candidate_shape(4.0, 1 << 20, True, shared)  # 4.75 ms a call > 4 x 0.93: its own
+    assert slow == tt.burst_shape(4.0, 1 << 20, True, 0.75) and slow != (16, 1)
+    assert tt.candidate_shape(0.19, 1 << 20, True, None) == tt.burst_shape(0.19, 1 << 20, True)
+
+
+class _FakeRef:
+    """burst_baselines' child requests, answered by a model: each burst costs F + calls x (net + loop)."""
+
+    def __init__(self, monkeypatch, timed, nets: dict[str, float]):
+        self.nets, self.bursts = nets, []
+        monkeypatch.setattr(timed, "ask", lambda *a, **k: None)
+        monkeypatch.setattr(
+            timed, "_prepare", lambda child, res, cfg, k, mode, graph, verify=False: P.PrepareReply(graph, "")
+        )
+        monkeypatch.setattr(timed, "_looks", self.looks)
+        self.timed = timed
+
+    def looks(self, child, res, cfg, kind, k, replays, mode):
+        self.bursts.append((mode, k, replays))
+        per = 0.75 + self.nets.get(mode, 0.0)
+        secs = [(0.5 + k * replays * per) / 1e3] * 3
+        return self.timed.BurstRecord(kind, k, replays, [1, 2, 3], secs, [])
+
+
+def test_baselines_burst_at_the_candidates_shape_and_cache_the_shared_one(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
     from cuda_agent.eval.config import EvalConfig
     from cuda_agent.eval.judge.cache import KVCache
     from cuda_agent.eval.timing import timed
 
-    cfg, cache = EvalConfig(), KVCache(tmp_path / "c.sqlite")
-    assert timed.cached_loop_ms(cfg, cache, "b", "graph") == 0.0  # nothing cached yet
-    looks = timed.BaselineLooks(
-        tt.Looks(512, (0.06,)), None, tt.Looks(256, (0.0262, 0.027)), tt.Looks(1024, (0.1030, 0.11))
+    ref = _FakeRef(monkeypatch, timed, {"model": 0.2186, "compiled": 0.1841})
+    res = SimpleNamespace(
+        eager_timing=SimpleNamespace(median_ms=0.2186), compile_timing=SimpleNamespace(median_ms=0.1841), defences={}
     )
-    cache.put(timed._burst_key(cfg, "b", "graph"), looks.to_dict())
-    assert timed.cached_loop_ms(cfg, cache, "b", "graph") == pytest.approx(0.1, rel=1e-6)
-    assert timed.cached_loop_ms(cfg, cache, "b", "host") == 0.0  # the graph loop's cost is not the host loop's
-    assert timed.cached_loop_ms(cfg, None, "b", "graph") == 0.0
+    cfg, cache = EvalConfig(), KVCache(tmp_path / "c.sqlite")
+    assert timed.cached_shape(cfg, cache, "b", "graph") is None
+    # the task's first evaluation: the candidate burst at its own (claim-sized) shape
+    own = tt.burst_shape(0.189, 1 << 20, True)
+    base = timed.burst_baselines(None, res, cfg, 1 << 20, cache, "b", "graph", own)
+    shared = timed.cached_shape(cfg, cache, "b", "graph")
+    assert shared is not None and shared.loop_ms == pytest.approx(0.75, rel=1e-6)
+    assert (shared.k, shared.replays) == tt.burst_shape(0.1841, 1 << 20, True, 0.75)  # the fastest side plus the loop
+    assert base.shape == own and base.eager.calls == own[0] * own[1]  # the verdict's sides: at the candidate's shape
+    assert [b for b in ref.bursts if b[0] != "loop"][-2:] == [("model", *own), ("compiled", *own)]
+    # the next candidate near it bursts at the shared shape: the cached sides serve, nothing is burst again
+    ref.bursts.clear()
+    mine = tt.candidate_shape(0.19, 1 << 20, True, shared)
+    again = timed.burst_baselines(None, res, cfg, 1 << 20, cache, "b", "graph", mine)
+    assert ref.bursts == [] and again.shape == mine == (shared.k, shared.replays)
+    assert tt.net_ms(again.eager, tt.fit_loop(again.loop_small, again.loop_large)) == pytest.approx(0.2186, rel=1e-6)
 
 
 def test_digests_within_tolerance_pass_and_skipped_work_fails():

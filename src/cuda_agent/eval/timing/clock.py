@@ -103,7 +103,7 @@ from dataclasses import dataclass
 
 from cuda_agent.eval.judge.reward import clearly_faster
 
-PROTOCOL = "burst-v6"  # changes whenever a burst's per-call time changes meaning: part of the cache key
+PROTOCOL = "burst-v7"  # changes whenever a burst's per-call time changes meaning: part of the cache key
 TARGET_MS = 15.0  # a burst lasts about this long, its loop included where the loop's cost is known (the
 # reply's wake-up jitter is ~0.01-0.1 ms; the burst's own spread on the H100 was ~0.7 % of its length, so
 # a longer burst buys no precision: v5 sized by the claim alone and ran ~90 ms bursts where the loop was
@@ -154,6 +154,31 @@ def burst_shape(per_call_ms: float, in_bytes: int, graph: bool, loop_ms: float =
         return max(2, min(want, K_MAX, BURST_BYTES // max(1, in_bytes))), 1
     k = max(K_MIN, min(K_MAX, want))
     return k, max(1, min(MAX_REPLAYS, math.ceil(want / k)))
+
+
+SAME_SHAPE_SPAN = 4.0  # a candidate within this factor of the shared shape's per-call cost is burst at that shape
+
+
+@dataclass(frozen=True)
+class SharedShape:
+    """The burst shape every side of a task shares (k, replays), the per-call cost that sized it (the
+    fastest baseline's time plus the loop's) and the loop's cost per call: trusted, from the reference."""
+
+    k: int
+    replays: int
+    sized_ms: float
+    loop_ms: float
+
+
+def candidate_shape(claim_ms: float, in_bytes: int, graph: bool, shared: SharedShape | None) -> tuple[int, int]:
+    """The candidate's (k, replays): the task's shared shape where its claim is within SAME_SHAPE_SPAN of the
+    cost that sized it, so its bursts and the baselines' hold the same number of calls and a burst's fixed
+    cost and the loop's per-call cost cancel in their difference (net_c - net_X = (best_c - best_X) / n);
+    else (no shared shape yet, or a claim far from it) its own, sized by its claim plus the loop."""
+    loop = shared.loop_ms if shared is not None and graph else 0.0
+    if shared is not None and claim_ms > 0 and claim_ms + loop <= SAME_SHAPE_SPAN * shared.sized_ms:
+        return shared.k, shared.replays
+    return burst_shape(claim_ms, in_bytes, graph, loop)
 
 
 @dataclass(frozen=True)

@@ -252,14 +252,14 @@ def clock_kind(ref: Child, res: EvalResult, cfg: EvalConfig, cache: KVCache | No
 
 
 def burst_candidate(
-    cnd: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, kind: str, loop_ms: float = 0.0
+    cnd: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, kind: str, shared: tt.SharedShape | None = None
 ) -> BurstRecord:
-    """The candidate's bursts, right after its timing (the GPU is still its alone), sized by its claim
-    plus the loop's known cost per call (`cached_loop_ms`). A candidate whose calls do not capture as a
-    graph is clocked by the Python loop (and so are its baselines)."""
+    """The candidate's bursts, right after its timing (the GPU is still its alone), at the task's shared
+    shape where its claim is near it (`clock.candidate_shape`; `cached_shape`). A candidate whose calls do
+    not capture as a graph is clocked by the Python loop (and so are its baselines)."""
     assert res.timing is not None
     claim = res.timing.median_ms
-    k, replays = tt.burst_shape(claim, in_bytes, kind == "graph", loop_ms)
+    k, replays = tt.candidate_shape(claim, in_bytes, kind == "graph", shared)
     rep = _prepare(cnd, res, cfg, k, "model", kind == "graph")
     if kind == "graph" and not rep.graph:
         res.findings.append(
@@ -271,9 +271,13 @@ def burst_candidate(
                 Severity.WARN,
             )
         )
-        kind = "host"
-        k, replays = tt.burst_shape(claim, in_bytes, False)  # the graph loop's cost says nothing of the host loop's
+        kind, shared = "host", None  # the graph's shared shape says nothing of the host loop's
+        k, replays = tt.candidate_shape(claim, in_bytes, False, None)
         _prepare(cnd, res, cfg, k, "model", False)
+    same = shared is not None and (k, replays) == (shared.k, shared.replays)
+    res.defences["clock_shape"] = f"{k} calls x {replays}: " + (
+        "the task's shared shape" if same else "its own (sized by its claim); the baselines are burst at it too"
+    )
     return _looks(cnd, res, cfg, kind, k, replays, "model")
 
 
@@ -302,12 +306,15 @@ def check_burst_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task
 @dataclass
 class BaselineLooks:
     """The reference's sides on the evaluator's clock: eager, torch.compile (None: eager stands in)
-    and the loop with no model at two sizes."""
+    and the loop with no model at two sizes; the sides' shape (k, replays) and the per-call cost that
+    sized it (the fastest baseline's time plus the loop's)."""
 
     eager: tt.Looks
     compiled: tt.Looks | None
     loop_small: tt.Looks
     loop_large: tt.Looks
+    shape: tuple[int, int]
+    sized_ms: float
 
     def to_dict(self) -> dict[str, object]:
         def one(x: tt.Looks | None) -> object:
@@ -318,6 +325,8 @@ class BaselineLooks:
             "compiled": one(self.compiled),
             "loop_small": one(self.loop_small),
             "loop_large": one(self.loop_large),
+            "shape": list(self.shape),
+            "sized_ms": self.sized_ms,
         }
 
     @classmethod
@@ -327,27 +336,47 @@ class BaselineLooks:
 
         eager, small, large = one(d["eager"]), one(d["loop_small"]), one(d["loop_large"])
         assert eager is not None and small is not None and large is not None
-        return cls(eager, one(d["compiled"]), small, large)
+        k, replays = (int(v) for v in d["shape"])
+        return cls(eager, one(d["compiled"]), small, large, (k, replays), float(d["sized_ms"]))
+
+    def shared(self, graph: bool) -> tt.SharedShape:
+        loop = tt.fit_loop(self.loop_small, self.loop_large).per_call_ms if graph else 0.0
+        return tt.SharedShape(self.shape[0], self.shape[1], self.sized_ms, loop)
 
 
 def _burst_key(cfg: EvalConfig, base_key: str, kind: str) -> str:
     return "/".join(["burst", tt.PROTOCOL, kind, base_key, *_clock_opt_ins(cfg)])
 
 
-def burst_baselines(
-    ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, cache: KVCache | None, base_key: str, kind: str
-) -> BaselineLooks | None:
-    """Eager's, torch.compile's and the loop's bursts in the reference child, in the candidate's mode,
-    cached beside the baselines. None when a side would not capture now (the comparison would not be
-    like with like: no milestone can be confirmed)."""
-    assert res.eager_timing is not None
-    key = _burst_key(cfg, base_key, kind)
-    if cache is not None and not cfg.clock_fresh_baselines and (hit := cache.get(key)) is not None:
-        return BaselineLooks.from_dict(hit)
+def _sides(
+    ref: Child, res: EvalResult, cfg: EvalConfig, kind: str, shape: tuple[int, int]
+) -> dict[str, tt.Looks | None] | None:
+    """Eager's and torch.compile's bursts at one shape; None when one would not capture as a graph now."""
     graph = kind == "graph"
-    # the loop first, shaped by eager's time alone: its cost per call then sizes every side's bursts
+    k, replays = shape
+    sides: dict[str, tt.Looks | None] = {}
+    for mode, stats in (("model", res.eager_timing), ("compiled", res.compile_timing)):
+        if stats is None:
+            sides[mode] = None
+            continue
+        ask(ref, res, P.Warm(mode, secrets.randbits(62)), cfg.baseline_timeout, "trusted_clock", P.WarmReply)
+        if _prepare(ref, res, cfg, k, mode, graph).graph != graph:
+            res.defences["trusted_clock_baselines"] = f"the reference's {mode} would not capture as a graph now"
+            return None
+        sides[mode] = _looks(ref, res, cfg, kind, k, replays, mode).looks
+    return sides
+
+
+def _measure_baselines(
+    ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, kind: str, shape: tuple[int, int] | None
+) -> BaselineLooks | None:
+    """The loop first, shaped by the fastest baseline's time alone; its cost per call then sizes the
+    shared shape (unless `shape` is given), at which eager and torch.compile are burst."""
+    assert res.eager_timing is not None
+    graph = kind == "graph"
+    fastest = min(t.median_ms for t in (res.eager_timing, res.compile_timing) if t is not None)
     ask(ref, res, P.Warm("loop", secrets.randbits(62)), cfg.baseline_timeout, "trusted_clock", P.WarmReply)
-    k, replays = tt.burst_shape(res.eager_timing.median_ms, in_bytes, graph)
+    k, replays = tt.burst_shape(fastest, in_bytes, graph)
     if graph:  # one graph, two lengths: its fixed cost and per-call cost from 1 and R replays
         _prepare(ref, res, cfg, k, "loop", True)
         small = _looks(ref, res, cfg, kind, k, 1, "loop").looks
@@ -360,38 +389,63 @@ def burst_baselines(
         _prepare(ref, res, cfg, k_large, "loop", False)
         large = _looks(ref, res, cfg, kind, k_large, 1, "loop").looks
     loop_ms = tt.fit_loop(small, large).per_call_ms if graph else 0.0
-    sides: dict[str, tt.Looks | None] = {}
-    for mode, stats in (("model", res.eager_timing), ("compiled", res.compile_timing)):
-        if stats is None:
-            sides[mode] = None
-            continue
-        ask(ref, res, P.Warm(mode, secrets.randbits(62)), cfg.baseline_timeout, "trusted_clock", P.WarmReply)
-        k, replays = tt.burst_shape(stats.median_ms, in_bytes, graph, loop_ms)
-        if _prepare(ref, res, cfg, k, mode, graph).graph != graph:
-            res.defences["trusted_clock_baselines"] = f"the reference's {mode} would not capture as a graph now"
-            return None
-        sides[mode] = _looks(ref, res, cfg, kind, k, replays, mode).looks
+    shape = shape or tt.burst_shape(fastest, in_bytes, graph, loop_ms)
+    sides = _sides(ref, res, cfg, kind, shape)
+    if sides is None:
+        return None
     eager = sides["model"]
     assert eager is not None
-    out = BaselineLooks(eager, sides["compiled"], small, large)
-    if cache is not None:
-        cache.put(key, out.to_dict())
-    return out
+    return BaselineLooks(eager, sides["compiled"], small, large, shape, fastest + loop_ms)
 
 
-def cached_loop_ms(cfg: EvalConfig, cache: KVCache | None, base_key: str, kind: str) -> float:
-    """The loop's cost per call from this task's cached baseline bursts (graph mode), else 0: what sizes
-    the candidate's bursts beside its claim. Trusted data only (the reference timed it)."""
-    if kind != "graph" or cache is None or cfg.clock_fresh_baselines:
-        return 0.0
+def burst_baselines(
+    ref: Child,
+    res: EvalResult,
+    cfg: EvalConfig,
+    in_bytes: int,
+    cache: KVCache | None,
+    base_key: str,
+    kind: str,
+    cand_shape: tuple[int, int] | None = None,
+) -> BaselineLooks | None:
+    """Eager's, torch.compile's and the loop's bursts in the reference child, in the candidate's mode,
+    always at the candidate's shape (like with like: the same calls per burst on every side). The
+    task's shared shape is cached beside the baselines; a candidate burst at another shape (the task's
+    first evaluation, or a claim far from the shared shape's) gets the sides again at its own, not
+    cached (`cand_shape` None: the shared shape alone, as `cuda-agent baselines` precomputes it). None when
+    a side would not capture now (no milestone can then be confirmed)."""
+    assert res.eager_timing is not None
+    key = _burst_key(cfg, base_key, kind)
+    if cfg.clock_fresh_baselines:
+        return _measure_baselines(ref, res, cfg, in_bytes, kind, cand_shape)
+    hit = cache.get(key) if cache is not None else None
+    base = BaselineLooks.from_dict(hit) if hit is not None else _measure_baselines(ref, res, cfg, in_bytes, kind, None)
+    if base is None:
+        return None
+    if hit is None and cache is not None:
+        cache.put(key, base.to_dict())
+    if cand_shape is not None and base.shape != tuple(cand_shape):
+        sides = _sides(ref, res, cfg, kind, cand_shape)
+        if sides is None:
+            return None
+        eager = sides["model"]
+        assert eager is not None
+        base = dataclasses.replace(base, eager=eager, compiled=sides["compiled"], shape=tuple(cand_shape))
+    return base
+
+
+def cached_shape(cfg: EvalConfig, cache: KVCache | None, base_key: str, kind: str) -> tt.SharedShape | None:
+    """The task's shared burst shape and the loop's cost per call from its cached baseline bursts, or None:
+    what shapes the candidate's bursts (`clock.candidate_shape`). Trusted data only (the reference timed it)."""
+    if cache is None or cfg.clock_fresh_baselines or not kind:
+        return None
     hit = cache.get(_burst_key(cfg, base_key, kind))
     if hit is None:
-        return 0.0
+        return None
     try:
-        base = BaselineLooks.from_dict(hit)
-        return tt.fit_loop(base.loop_small, base.loop_large).per_call_ms
+        return BaselineLooks.from_dict(hit).shared(kind == "graph")
     except (KeyError, TypeError, ValueError, AssertionError):
-        return 0.0
+        return None
 
 
 def trusted_verdict(
@@ -660,7 +714,7 @@ __all__ = [
     "baselines",
     "burst_baselines",
     "burst_candidate",
-    "cached_loop_ms",
+    "cached_shape",
     "check_burst_outputs",
     "check_timed_outputs",
     "clock_kind",
