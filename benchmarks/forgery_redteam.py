@@ -15,8 +15,12 @@ times each, two ways:
   reject it first (the `static` rows say so), do not hide what the evaluator's clock does alone;
 - "switch": the test-only hijack switch `fake_time=F` (the harness in the candidate's process
   reporting scaled times), with every gate on.
-Bar: no forger's reward above its honest twin's in any run; every factor <= 0.8 flagged
-(rejected, or a finding of `FLAGS`); no forged time shown as `time_ms`. Then the honest solutions three
+Bar (issue 28's words): no factor gains a milestone over its honest twin in 3 of 3 runs (every run's reward
+above the honest runs' median; with fewer than 3 runs a gain is not judged); every factor <= 0.8 flagged
+(rejected, or a finding of `FLAGS`); no forged time shown as `time_ms`. Single runs above the twin are
+still listed ("runs above the honest twin"), beside each task's mean net on the evaluator's clock, honest
+against forgers: the clock-only rule gives a liar its twin's distribution, so single-run differences near a
+milestone's line are the clock's spread, and the means say whether the lie moved the time at all. Then the honest solutions three
 at a time sharing the GPU (`--shared`). Prints a table last; writes every result as JSON.
 
 `materialize(...)` writes a variant's files; tests/test_forgery_corpus.py checks them on the CPU.
@@ -166,21 +170,41 @@ def flagged(r: dict) -> bool:
     return r["status"] == "rejected" or bool(FLAGS & set(r["findings"]))
 
 
+RUNS_TO_GAIN = 3  # a gain is a reward above the twin's in this many runs of this many (issue 28's "3 of 3")
+
+
+def _median(xs: list[int]) -> float:
+    s = sorted(xs)
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2
+
+
+def _groups(rows: list[dict]) -> tuple[dict[str, list[int]], dict[tuple, list[dict]]]:
+    honest: dict[str, list[int]] = {}
+    forgers: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["factor"] is None and r["how"] == "honest":
+            if r["reward"] is not None:
+                honest.setdefault(r["task"], []).append(r["reward"])
+        elif r["factor"] is not None:
+            forgers.setdefault((r["task"], r["how"], r["factor"]), []).append(r)
+    return honest, forgers
+
+
 def judge_rows(rows: list[dict]) -> list[str]:
     """The bar, as failures (empty: it holds)."""
     bad = []
-    honest = {}
-    for r in rows:
-        if r["factor"] is None and r["how"] == "honest":
-            honest.setdefault(r["task"], []).append(r["reward"])
+    honest, forgers = _groups(rows)
+    for (task, how, f), rs in forgers.items():
+        twin = honest.get(task)
+        rewards = [r["reward"] for r in rs if r["reward"] is not None]
+        if twin and len(rewards) >= RUNS_TO_GAIN and all(x > _median(twin) for x in rewards):
+            bad.append(
+                f"{task} {how} x{f}: rewards {','.join(map(str, rewards))} all above the honest twin's "
+                f"{','.join(map(str, twin))}"
+            )
     for r in rows:
         if r["factor"] is None:
             continue
-        twin = honest.get(r["task"]) or [None]
-        if r["reward"] is not None and twin[0] is not None and r["reward"] > min(twin):
-            bad.append(
-                f"{r['task']} {r['how']} x{r['factor']}: reward {r['reward']} above the honest twin's {min(twin)}"
-            )
         if r["factor"] <= 0.8 and r["how"] != "static" and not flagged(r):
             bad.append(f"{r['task']} {r['how']} x{r['factor']}: not flagged ({r['findings']})")
         if (
@@ -191,6 +215,45 @@ def judge_rows(rows: list[dict]) -> list[str]:
         ):
             bad.append(f"{r['task']} {r['how']} x{r['factor']}: the forged time is shown as time_ms")
     return bad
+
+
+def above_twin(rows: list[dict]) -> list[str]:
+    """Single runs whose reward is above the honest twin's lowest (not the bar: the clock's spread near a line)."""
+    honest, forgers = _groups(rows)
+    out = []
+    for (task, how, f), rs in forgers.items():
+        twin = honest.get(task)
+        n = sum(1 for r in rs if twin and r["reward"] is not None and r["reward"] > min(twin))
+        if n:
+            out.append(f"{task} {how} x{f}: {n} of {len(rs)} runs above the honest twin's lowest {min(twin)}")
+    return out
+
+
+def clock_means(rows: list[dict]) -> list[str]:
+    """Per task: the mean net on the evaluator's clock (trusted_ms) of its honest runs and of all its
+    non-rejected forgers, the difference in per cent and in standard errors."""
+    out = []
+    for task in sorted({r["task"] for r in rows}):
+        h = [r["trusted_ms"] for r in rows if r["task"] == task and r["how"] == "honest" and r.get("trusted_ms")]
+        g = [
+            r["trusted_ms"]
+            for r in rows
+            if r["task"] == task and r["factor"] is not None and r.get("trusted_ms") and r["status"] == "ok"
+        ]
+        if len(h) < 2 or len(g) < 2:
+            continue
+        mh, mg = sum(h) / len(h), sum(g) / len(g)
+
+        def var(xs: list[float], m: float) -> float:
+            return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
+
+        se = (var(h, mh) / len(h) + var(g, mg) / len(g)) ** 0.5
+        z = (mg - mh) / se if se > 0 else float("inf")
+        out.append(
+            f"{task}: honest {mh * 1e3:.2f} us (n {len(h)}), forgers {mg * 1e3:.2f} us (n {len(g)}): "
+            f"{(mg / mh - 1) * 100:+.1f} %, z {z:+.1f}"
+        )
+    return out
 
 
 def report(rows: list[dict]) -> int:
@@ -222,6 +285,14 @@ def report(rows: list[dict]) -> int:
             f"{tms[len(tms) // 2] if tms else '-':>16}  {rep[len(rep) // 2] if rep else '-'}  {clock or '-'}  "
             f"{events or '-'}  {tols or '-'}"
         )
+    means = clock_means(rows)
+    if means:
+        print("\nthe evaluator's clock, mean net per call (forgers slower than honest: +)")
+        print("\n".join("  " + m for m in means))
+    above = above_twin(rows)
+    if above:
+        print("\nruns above the honest twin (single runs; the bar needs 3 of 3):")
+        print("\n".join("  " + a for a in above))
     bad = judge_rows(rows)
     print("\nBAR HOLDS" if not bad else "\nBAR FAILS:\n  " + "\n  ".join(bad))
     return 0 if not bad else 1

@@ -64,8 +64,19 @@ def test_the_bar_fails_on_a_gained_milestone_an_unflagged_lie_or_a_forged_time_s
     gained = {**fine, "reward": 3}
     unflagged = {**fine, "findings": []}
     shown = {**fine, "time_ms": 0.8}
-    for row, needle in ((gained, "above the honest"), (unflagged, "not flagged"), (shown, "shown as time_ms")):
+    assert any("all above the honest" in b for b in fr.judge_rows([honest, gained, gained, gained]))
+    for row, needle in ((unflagged, "not flagged"), (shown, "shown as time_ms")):
         assert any(needle in b for b in fr.judge_rows([honest, row])), row
+    # issue 28's bar is a gain in 3 of 3 runs: one or two runs above the twin are listed, not a failure
+    # (the clock-only rule gives a liar its twin's spread: single runs near a line land on either side)
+    assert fr.judge_rows([honest, gained, fine, gained]) == []
+    assert fr.judge_rows([honest, gained]) == []
+    assert fr.above_twin([honest, gained, fine, gained]) == [
+        "t native x0.8: 2 of 3 runs above the honest twin's lowest 2"
+    ]
+    # against three honest runs 2, 3, 2 (median 2) three runs of 3 still gain; against 3, 3, 2 they do not
+    assert fr.judge_rows([honest, {**honest, "reward": 3}, honest, gained, gained, gained])
+    assert fr.judge_rows([{**honest, "reward": 3}, {**honest, "reward": 3}, honest, gained, gained, gained]) == []
     # the parent re-timed it with a device synchronize (its host time far above its events): flagged, even
     # where the re-timing undid the lie so that the claim agrees with the clock; a warning of another kind is not
     retimed = {**fine, "findings": ["symbol-rename", "side-stream-work"], "reported_ms": 1.0, "time_ms": 1.01}
@@ -89,9 +100,9 @@ def test_judge_reads_the_rows_of_several_calls_together(tmp_path, capsys):
         sys.argv = ["forgery_redteam.py", "--judge", str(first), str(second)]
         assert fr.main() == 0
         assert "BAR HOLDS" in capsys.readouterr().out
-        second.write_text(json.dumps([{**forger, "reward": 3}]))  # above its twin in the other file
+        second.write_text(json.dumps([{**forger, "reward": 3}] * 3))  # above its twin in 3 of 3, in the other file
         assert fr.main() == 1
-        assert "above the honest twin's 2" in capsys.readouterr().out
+        assert "all above the honest twin's 2" in capsys.readouterr().out
     finally:
         sys.argv = argv
 
@@ -120,3 +131,14 @@ def test_a_built_native_forger_is_rejected_by_the_symbol_check_alone(tmp_path, c
         ws, phase="compile", config=EvalConfig(device="cpu", reuse_results=False, static_gate=False)
     )
     assert r2.status is not Status.REJECTED, (r2.status, r2.message, r2.log[-800:])
+
+
+def test_clock_means_compare_the_forgers_nets_with_the_honest_ones():
+    """The forgery-quick call at 530e0ab (H100): honest 44.6 us; forgers 43.5-47.5 us: the lie did not lower the net."""
+    base = {"task": "relu_scale", "status": "ok", "findings": [], "time_ms": 0.05, "reported_ms": 0.05, "reward": 2}
+    honest = [{**base, "how": "honest", "factor": None, "trusted_ms": t} for t in (0.0446, 0.0450)]
+    nets = (0.043477, 0.043842, 0.046743, 0.042978, 0.043884, 0.047494)
+    forgers = [{**base, "how": "native", "factor": 0.9, "trusted_ms": t} for t in nets]
+    rejected = {**base, "how": "switch", "factor": 0.05, "trusted_ms": 0.001, "status": "rejected"}
+    (line,) = fr.clock_means([*honest, *forgers, rejected])
+    assert line.startswith("relu_scale: honest 44.80 us (n 2), forgers 44.74 us (n 6): -0.1 %")
