@@ -322,10 +322,19 @@ def test_same_shape_cancels_the_loop_fit_and_the_fixed_cost():
 def test_candidate_shape_is_the_shared_one_near_it():
     shared = tt.SharedShape(16, 1, 0.93, 0.75)
     assert tt.candidate_shape(0.19, 1 << 20, True, shared) == (16, 1)
-    assert tt.candidate_shape(0.01, 1 << 20, True, shared) == (16, 1)  # faster: far past every line anyway
+    assert tt.candidate_shape(0.01, 1 << 20, True, shared) == (16, 1)  # 0.76 ms a call with the loop: near
     slow = tt.candidate_shape(4.0, 1 << 20, True, shared)  # 4.75 ms a call > 4 x 0.93: its own
     assert slow == tt.burst_shape(4.0, 1 << 20, True, 0.75) and slow != (16, 1)
     assert tt.candidate_shape(0.19, 1 << 20, True, None) == tt.burst_shape(0.19, 1 << 20, True)
+    assert tt.reburst(4.0, shared, slow) and not tt.reburst(0.19, shared, (16, 1))
+    # diag_matmul's case: a light loop and a candidate 70x faster than both baselines: its own long bursts,
+    # and the sides stay at the shared shape (at its 125 calls they would cost ~0.18 s a look)
+    light = tt.SharedShape(11, 1, 1.444, 0.1)
+    fast = tt.candidate_shape(0.0196, 1 << 20, True, light)
+    assert fast == tt.burst_shape(0.0196, 1 << 20, True, 0.1) and fast[0] * fast[1] > 100
+    assert not tt.reburst(0.0196, light, fast)
+    # a lie cannot buy that regime near a line: claiming half of a time near the shared cost stays near it
+    assert tt.candidate_shape(1.344 / 2, 1 << 20, True, light) == (11, 1)
 
 
 class _FakeRef:
@@ -356,7 +365,10 @@ def test_baselines_burst_at_the_candidates_shape_and_cache_the_shared_one(tmp_pa
 
     ref = _FakeRef(monkeypatch, timed, {"model": 0.2186, "compiled": 0.1841})
     res = SimpleNamespace(
-        eager_timing=SimpleNamespace(median_ms=0.2186), compile_timing=SimpleNamespace(median_ms=0.1841), defences={}
+        eager_timing=SimpleNamespace(median_ms=0.2186),
+        compile_timing=SimpleNamespace(median_ms=0.1841),
+        timing=SimpleNamespace(median_ms=0.189),
+        defences={},
     )
     cfg, cache = EvalConfig(), KVCache(tmp_path / "c.sqlite")
     assert timed.cached_shape(cfg, cache, "b", "graph") is None

@@ -26,6 +26,15 @@ Like with like: the reference child runs the same burst, of the same mode, for e
 for torch.compile, and for the loop with no model in it at two sizes (`fit_loop`: a burst's
 fixed cost F and the loop's cost per call L). Each side's per-call time is then
 net = (fastest burst - F) / (k * replays) - L: the calls alone, the draws and digests taken out.
+Every side holds the same calls per burst (v7): the task's shared shape, sized by its fastest
+baseline's time plus L so that a burst lasts about TARGET_MS (`SharedShape`, cached with the
+baselines), so that F and L cancel in the nets' difference (net_c - net_X = (best_c - best_X) / n)
+and an error in the loop's fit moves a ratio near 1 by only that error times its distance from 1.
+A candidate whose claim is far from the shared shape's cost, or the task's first evaluation, is
+burst at its own shape, and the baselines are burst again at it (`candidate_shape`). Why: at v6
+each side was sized by its own claim plus L, and where L was 4x the kernel (row_softmax_wide, H100,
+2026-12-06, 530e0ab) 16-call bursts corrected by a fit from 69 and 138 calls put the baselines'
+nets 8-10 % under their events and the candidate's at its own (reward 1, the events say 2).
 The candidate's bursts run right after its own timing; the baselines' after the candidate's
 process is killed (a candidate cannot leave work on the GPU to slow them down).
 
@@ -67,7 +76,10 @@ What a candidate that fully controls its process can and cannot do:
   moved the mean time that counts by +0.3 % (the liar slower; standard error 3.2 %), rewards 3 in 6 of
   8 honest runs and 4 of 8 lying ones: no gain seen, but bounded only to about 6.5 %. The spread there
   comes from the loop: draws and digests cost 0.10 ms per call against a 0.013 ms net, so 1 % of burst
-  noise is about 8 % of the net.
+  noise is about 8 % of the net. At v6 (530e0ab, the same call) -0.7 %, standard error 2.6 %, z -0.3
+  (nets 15.3-19.6 us, most within 17.0-17.7), rewards 3 in 4 of 8 on both sides; on relu_scale at
+  ~45 us (`forgery-quick`) the forgers' nets (43.0-47.5 us) averaged the honest run's 44.6 us. v7 is
+  not yet measured.
 - The clock's own error is not only noise. On the H100 (2026-12-05, docs/throughput.md "Call 5")
   diag_matmul's net came out 7.6x below its event time, under the task's speed-of-light floor
   (so `floor_ms` set its time), while the baselines' nets matched their events: inside a burst the
@@ -106,8 +118,8 @@ from cuda_agent.eval.judge.reward import clearly_faster
 PROTOCOL = "burst-v7"  # changes whenever a burst's per-call time changes meaning: part of the cache key
 TARGET_MS = 15.0  # a burst lasts about this long, its loop included where the loop's cost is known (the
 # reply's wake-up jitter is ~0.01-0.1 ms; the burst's own spread on the H100 was ~0.7 % of its length, so
-# a longer burst buys no precision: v5 sized by the claim alone and ran ~90 ms bursts where the loop was
-# 8x the kernel, +44 % per evaluation for nothing)
+# a longer burst buys little precision: v5 sized by the claim alone and ran ~90 ms bursts where the loop
+# was 8x the kernel, +44 % per evaluation; v6, sized with the loop, +16 %, H100, 2026-12-06, 530e0ab)
 K_MIN, K_MAX = 4, 256  # calls captured in one graph (or looped from Python)
 MAX_REPLAYS = 16  # a graph of K_MAX short calls is replayed up to this many times per burst
 BURST_BYTES = 4 << 30  # host mode: all k input sets may live at once
@@ -171,14 +183,30 @@ class SharedShape:
 
 
 def candidate_shape(claim_ms: float, in_bytes: int, graph: bool, shared: SharedShape | None) -> tuple[int, int]:
-    """The candidate's (k, replays): the task's shared shape where its claim is within SAME_SHAPE_SPAN of the
-    cost that sized it, so its bursts and the baselines' hold the same number of calls and a burst's fixed
-    cost and the loop's per-call cost cancel in their difference (net_c - net_X = (best_c - best_X) / n);
-    else (no shared shape yet, or a claim far from it) its own, sized by its claim plus the loop."""
+    """The candidate's (k, replays): the task's shared shape where its claim plus the loop is within
+    SAME_SHAPE_SPAN of the cost that sized it either way, so its bursts and the baselines' hold the same
+    calls and a burst's fixed cost and the loop's per-call cost cancel in their difference
+    (net_c - net_X = (best_c - best_X) / n); else (no shared shape yet, or a claim far from it) its own,
+    sized by its claim plus the loop (a far faster candidate would otherwise get bursts too short to time)."""
     loop = shared.loop_ms if shared is not None and graph else 0.0
-    if shared is not None and claim_ms > 0 and claim_ms + loop <= SAME_SHAPE_SPAN * shared.sized_ms:
+    if shared is not None and claim_ms > 0 and near(claim_ms + loop, shared.sized_ms):
         return shared.k, shared.replays
     return burst_shape(claim_ms, in_bytes, graph, loop)
+
+
+def near(per_call_ms: float, sized_ms: float) -> bool:
+    return sized_ms / SAME_SHAPE_SPAN <= per_call_ms <= SAME_SHAPE_SPAN * sized_ms
+
+
+def reburst(claim_ms: float, shared: SharedShape, cand_shape: tuple[int, int]) -> bool:
+    """Whether the baselines burst again at the candidate's shape: it is not the shared one (the task's
+    first evaluation, or a claim far from it), and the candidate is not SAME_SHAPE_SPAN times faster than
+    the shared shape's cost. So far past every milestone's line like-for-like calls matter little, and
+    the sides at its many calls would cost SAME_SHAPE_SPAN x TARGET_MS or more a look. A lie cannot buy
+    that regime near a line: it needs a claim about 4x under the clock, which FORGED rejects."""
+    return tuple(cand_shape) != (shared.k, shared.replays) and claim_ms + shared.loop_ms >= (
+        shared.sized_ms / SAME_SHAPE_SPAN
+    )
 
 
 @dataclass(frozen=True)

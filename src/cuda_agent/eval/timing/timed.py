@@ -276,7 +276,7 @@ def burst_candidate(
         _prepare(cnd, res, cfg, k, "model", False)
     same = shared is not None and (k, replays) == (shared.k, shared.replays)
     res.defences["clock_shape"] = f"{k} calls x {replays}: " + (
-        "the task's shared shape" if same else "its own (sized by its claim); the baselines are burst at it too"
+        "the task's shared shape" if same else "its own (sized by its claim plus the loop)"
     )
     return _looks(cnd, res, cfg, kind, k, replays, "model")
 
@@ -409,10 +409,10 @@ def burst_baselines(
     cand_shape: tuple[int, int] | None = None,
 ) -> BaselineLooks | None:
     """Eager's, torch.compile's and the loop's bursts in the reference child, in the candidate's mode,
-    always at the candidate's shape (like with like: the same calls per burst on every side). The
-    task's shared shape is cached beside the baselines; a candidate burst at another shape (the task's
-    first evaluation, or a claim far from the shared shape's) gets the sides again at its own, not
-    cached (`cand_shape` None: the shared shape alone, as `cuda-agent baselines` precomputes it). None when
+    at the candidate's shape (like with like: the same calls per burst on every side). The task's
+    shared shape is cached beside the baselines; a candidate burst at another shape (the task's first
+    evaluation, or a claim far from the shared shape's) gets the sides again at its own, not cached,
+    unless it is far faster than them (`clock.reburst`; `cand_shape` None: the shared shape alone, as `cuda-agent baselines` precomputes it). None when
     a side would not capture now (no milestone can then be confirmed)."""
     assert res.eager_timing is not None
     key = _burst_key(cfg, base_key, kind)
@@ -424,7 +424,8 @@ def burst_baselines(
         return None
     if hit is None and cache is not None:
         cache.put(key, base.to_dict())
-    if cand_shape is not None and base.shape != tuple(cand_shape):
+    assert res.timing is not None or cand_shape is None
+    if cand_shape is not None and tt.reburst(res.timing.median_ms, base.shared(kind == "graph"), cand_shape):
         sides = _sides(ref, res, cfg, kind, cand_shape)
         if sides is None:
             return None
