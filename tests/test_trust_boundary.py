@@ -319,29 +319,29 @@ def test_same_shape_cancels_the_loop_fit_and_the_fixed_cost():
     assert tt.net_ms(cand, wrong_fit) - tt.net_ms(other, wrong_fit) != pytest.approx(0.003, abs=1e-4)
 
 
-def test_candidate_shape_is_the_shared_one_near_it():
-    shared = tt.SharedShape(16, 1, 0.93, 0.75)
-    assert tt.candidate_shape(0.19, 1 << 20, True, shared) == (16, 1)
-    assert tt.candidate_shape(0.01, 1 << 20, True, shared) == (16, 1)  # 0.76 ms a call with the loop: near
-    slow = tt.candidate_shape(4.0, 1 << 20, True, shared)  # 4.75 ms a call > 4 x 0.93: its own
-    assert slow == tt.burst_shape(4.0, 1 << 20, True, 0.75) and slow != (16, 1)
+def test_candidate_shape_is_the_nearest_baselines():
+    eager, comp = tt.SideShape(16, 1, 0.968), tt.SideShape(17, 1, 0.933)  # row_softmax_wide, loop 0.749 ms
+    assert tt.candidate_shape(0.189, 1 << 20, True, [eager, comp], 0.749) == (17, 1)  # nearest: torch.compile
+    assert tt.candidate_shape(0.25, 1 << 20, True, [eager, comp], 0.749) == (16, 1)  # nearest: eager
+    slow = tt.candidate_shape(4.0, 1 << 20, True, [eager, comp], 0.749)  # 4.75 ms a call: near neither
+    assert slow == tt.burst_shape(4.0, 1 << 20, True, 0.749) and slow not in ((16, 1), (17, 1))
     assert tt.candidate_shape(0.19, 1 << 20, True, None) == tt.burst_shape(0.19, 1 << 20, True)
-    assert tt.reburst(4.0, shared, slow) and not tt.reburst(0.19, shared, (16, 1))
-    # diag_matmul's case: a light loop and a candidate 70x faster than both baselines: its own long bursts,
-    # and the sides stay at the shared shape (at its 125 calls they would cost ~0.18 s a look)
-    light = tt.SharedShape(11, 1, 1.444, 0.1)
-    fast = tt.candidate_shape(0.0196, 1 << 20, True, light)
-    assert fast == tt.burst_shape(0.0196, 1 << 20, True, 0.1) and fast[0] * fast[1] > 100
-    assert not tt.reburst(0.0196, light, fast)
-    # a lie cannot buy that regime near a line: claiming half of a time near the shared cost stays near it
-    assert tt.candidate_shape(1.344 / 2, 1 << 20, True, light) == (11, 1)
+    assert tt.reburst(0.189, 0.749, eager, (64, 1)) and not tt.reburst(0.189, 0.749, eager, (16, 1))
+    assert not tt.reburst(4.0, 0.749, eager, slow)  # far from it: eager keeps its own bursts
+    # the CPU lane's slow candidate, 72x eager's time: it keeps its own shape and eager its own (at the
+    # candidate's 13 calls eager's net was too short to time: the honest claim read 1.85x under the clock)
+    lane = tt.SideShape(256, 1, 0.0168)
+    own = tt.candidate_shape(1.217, 1 << 20, False, [lane])
+    assert own == tt.burst_shape(1.217, 1 << 20, False) and not tt.reburst(1.217, 0.0, lane, own)
+    # a lie cannot leave the near regime without FORGED: claiming half a time near compile stays near it
+    assert tt.candidate_shape(0.189 / 2, 1 << 20, True, [eager, comp], 0.749) == (17, 1)
 
 
 class _FakeRef:
     """burst_baselines' child requests, answered by a model: each burst costs F + calls x (net + loop)."""
 
     def __init__(self, monkeypatch, timed, nets: dict[str, float]):
-        self.nets, self.bursts = nets, []
+        self.nets, self.bursts, self.loop = nets, [], 0.75
         monkeypatch.setattr(timed, "ask", lambda *a, **k: None)
         monkeypatch.setattr(
             timed, "_prepare", lambda child, res, cfg, k, mode, graph, verify=False: P.PrepareReply(graph, "")
@@ -351,12 +351,12 @@ class _FakeRef:
 
     def looks(self, child, res, cfg, kind, k, replays, mode):
         self.bursts.append((mode, k, replays))
-        per = 0.75 + self.nets.get(mode, 0.0)
+        per = self.loop + self.nets.get(mode, 0.0)
         secs = [(0.5 + k * replays * per) / 1e3] * 3
         return self.timed.BurstRecord(kind, k, replays, [1, 2, 3], secs, [])
 
 
-def test_baselines_burst_at_the_candidates_shape_and_cache_the_shared_one(tmp_path, monkeypatch):
+def test_baselines_burst_at_their_own_shapes_and_again_at_a_near_candidates(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
     from cuda_agent.eval.config import EvalConfig
@@ -371,21 +371,37 @@ def test_baselines_burst_at_the_candidates_shape_and_cache_the_shared_one(tmp_pa
         defences={},
     )
     cfg, cache = EvalConfig(), KVCache(tmp_path / "c.sqlite")
-    assert timed.cached_shape(cfg, cache, "b", "graph") is None
-    # the task's first evaluation: the candidate burst at its own (claim-sized) shape
+    assert timed.cached_shapes(cfg, cache, "b", "graph") is None
+    # the task's first evaluation: the candidate burst at its own (claim-sized) shape; both sides are near
     own = tt.burst_shape(0.189, 1 << 20, True)
     base = timed.burst_baselines(None, res, cfg, 1 << 20, cache, "b", "graph", own)
-    shared = timed.cached_shape(cfg, cache, "b", "graph")
-    assert shared is not None and shared.loop_ms == pytest.approx(0.75, rel=1e-6)
-    assert (shared.k, shared.replays) == tt.burst_shape(0.1841, 1 << 20, True, 0.75)  # the fastest side plus the loop
-    assert base.shape == own and base.eager.calls == own[0] * own[1]  # the verdict's sides: at the candidate's shape
-    assert [b for b in ref.bursts if b[0] != "loop"][-2:] == [("model", *own), ("compiled", *own)]
-    # the next candidate near it bursts at the shared shape: the cached sides serve, nothing is burst again
+    shapes, loop = timed.cached_shapes(cfg, cache, "b", "graph")
+    assert loop == pytest.approx(0.749, rel=1e-6) or loop == pytest.approx(0.75, rel=1e-6)
+    # eager and torch.compile are near each other: both at the faster one's shape, each with its own cost
+    assert [(x.k, x.replays) for x in shapes] == [tt.burst_shape(0.1841, 1 << 20, True, loop)] * 2
+    assert [x.sized_ms for x in shapes] == pytest.approx([0.2186 + loop, 0.1841 + loop])
+    assert base.eager.calls == base.compiled.calls == own[0] * own[1]  # the verdict's sides: at the candidate's
+    assert ref.bursts[-2:] == [("model", *own), ("compiled", *own)]
+    # the next candidate near them bursts at that shape: the cached sides serve as they are
     ref.bursts.clear()
-    mine = tt.candidate_shape(0.19, 1 << 20, True, shared)
+    mine = tt.candidate_shape(0.19, 1 << 20, True, shapes, loop)
+    assert mine == (shapes[1].k, shapes[1].replays)
     again = timed.burst_baselines(None, res, cfg, 1 << 20, cache, "b", "graph", mine)
-    assert ref.bursts == [] and again.shape == mine == (shared.k, shared.replays)
-    assert tt.net_ms(again.eager, tt.fit_loop(again.loop_small, again.loop_large)) == pytest.approx(0.2186, rel=1e-6)
+    assert ref.bursts == [] and again.compiled.calls == mine[0] * mine[1] == again.eager.calls
+    # sides far apart (eager 8x torch.compile, light loop) keep their own shapes
+    ref.bursts.clear()
+    far = SimpleNamespace(
+        eager_timing=SimpleNamespace(median_ms=1.24),
+        compile_timing=SimpleNamespace(median_ms=0.146),
+        timing=SimpleNamespace(median_ms=0.1),
+        defences={},
+    )
+    ref.nets, ref.loop = {"model": 1.24, "compiled": 0.146}, 0.01
+    timed.burst_baselines(None, far, cfg, 1 << 20, cache, "far", "graph", None)
+    (e, c), _ = timed.cached_shapes(cfg, cache, "far", "graph")
+    assert (e.k, e.replays) != (c.k, c.replays)
+    fit = tt.fit_loop(again.loop_small, again.loop_large)
+    assert tt.net_ms(again.compiled, fit) == pytest.approx(0.1841, rel=1e-6)
 
 
 def test_digests_within_tolerance_pass_and_skipped_work_fails():

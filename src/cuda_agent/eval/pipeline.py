@@ -400,10 +400,10 @@ def _time_candidate(ev: _Evaluation) -> None:
     ev.base_req = dataclasses.replace(treq, out_dir=None, checked=[])
     ev.compiled = timed.build_compiled(cfg, res, ref, ev.base_req, cache)  # a cache miss's torch.compile build: untimed
     kind = timed.clock_kind(ref, res, cfg, cache) if cfg.trusted_clock else None
-    shared = timed.cached_shape(cfg, cache, timed.baseline_key(cfg, res, ev.base_req), kind or "")
+    shapes = timed.cached_shapes(cfg, cache, timed.baseline_key(cfg, res, ev.base_req), kind or "")
     with timed.section(res, cfg, gpu):  # exclusive per physical GPU, across processes (gpu_lock)
         reply_t = timed.time_candidate(cnd, res, cfg, treq)
-        ev.bursts = timed.burst_candidate(cnd, res, cfg, ev.in_bytes, kind, shared) if kind is not None else None
+        ev.bursts = timed.burst_candidate(cnd, res, cfg, ev.in_bytes, kind, shapes) if kind is not None else None
     # after timing: a candidate that fails on the grown inputs may leave its CUDA context unusable.
     # It runs them while the reference checks the timed outputs; the baselines, timed, come after.
     # The reference's runs for the checked timed calls come first, so that only the compares

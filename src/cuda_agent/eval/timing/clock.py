@@ -26,12 +26,13 @@ Like with like: the reference child runs the same burst, of the same mode, for e
 for torch.compile, and for the loop with no model in it at two sizes (`fit_loop`: a burst's
 fixed cost F and the loop's cost per call L). Each side's per-call time is then
 net = (fastest burst - F) / (k * replays) - L: the calls alone, the draws and digests taken out.
-Every side holds the same calls per burst (v7): the task's shared shape, sized by its fastest
-baseline's time plus L so that a burst lasts about TARGET_MS (`SharedShape`, cached with the
-baselines), so that F and L cancel in the nets' difference (net_c - net_X = (best_c - best_X) / n)
-and an error in the loop's fit moves a ratio near 1 by only that error times its distance from 1.
-A candidate whose claim is far from the shared shape's cost, or the task's first evaluation, is
-burst at its own shape, and the baselines are burst again at it (`candidate_shape`). Why: at v6
+Like with like where a line is near (v7): each baseline is burst at its own shape, sized by its
+time plus L so that a burst lasts about TARGET_MS (`SideShape`, cached with its bursts), and the
+candidate at the shape of the baseline nearest its claim (within SAME_SHAPE_SPAN), so that F and L
+cancel in that pair's nets' difference (net_c - net_X = (best_c - best_X) / n) and an error in the
+loop's fit moves a ratio near 1 by only that error times its distance from 1. A candidate with no
+cached shape near it (the task's first evaluation) is burst at its own shape, and each baseline near
+it again at that shape (`candidate_shape`, `reburst`); one far from it keeps its own bursts. Why: at v6
 each side was sized by its own claim plus L, and where L was 4x the kernel (row_softmax_wide, H100,
 2026-12-06, 530e0ab) 16-call bursts corrected by a fit from 69 and 138 calls put the baselines'
 nets 8-10 % under their events and the candidate's at its own (reward 1, the events say 2).
@@ -168,45 +169,52 @@ def burst_shape(per_call_ms: float, in_bytes: int, graph: bool, loop_ms: float =
     return k, max(1, min(MAX_REPLAYS, math.ceil(want / k)))
 
 
-SAME_SHAPE_SPAN = 4.0  # a candidate within this factor of the shared shape's per-call cost is burst at that shape
+SAME_SHAPE_SPAN = (
+    4.0  # a candidate within this factor of a baseline's per-call cost (each with the loop) shares its shape
+)
 
 
 @dataclass(frozen=True)
-class SharedShape:
-    """The burst shape every side of a task shares (k, replays), the per-call cost that sized it (the
-    fastest baseline's time plus the loop's) and the loop's cost per call: trusted, from the reference."""
+class SideShape:
+    """One baseline's burst shape (k, replays) and the per-call cost that sized it (its time plus the
+    loop's): trusted, from the reference, cached with its bursts."""
 
     k: int
     replays: int
     sized_ms: float
-    loop_ms: float
-
-
-def candidate_shape(claim_ms: float, in_bytes: int, graph: bool, shared: SharedShape | None) -> tuple[int, int]:
-    """The candidate's (k, replays): the task's shared shape where its claim plus the loop is within
-    SAME_SHAPE_SPAN of the cost that sized it either way, so its bursts and the baselines' hold the same
-    calls and a burst's fixed cost and the loop's per-call cost cancel in their difference
-    (net_c - net_X = (best_c - best_X) / n); else (no shared shape yet, or a claim far from it) its own,
-    sized by its claim plus the loop (a far faster candidate would otherwise get bursts too short to time)."""
-    loop = shared.loop_ms if shared is not None and graph else 0.0
-    if shared is not None and claim_ms > 0 and near(claim_ms + loop, shared.sized_ms):
-        return shared.k, shared.replays
-    return burst_shape(claim_ms, in_bytes, graph, loop)
 
 
 def near(per_call_ms: float, sized_ms: float) -> bool:
     return sized_ms / SAME_SHAPE_SPAN <= per_call_ms <= SAME_SHAPE_SPAN * sized_ms
 
 
-def reburst(claim_ms: float, shared: SharedShape, cand_shape: tuple[int, int]) -> bool:
-    """Whether the baselines burst again at the candidate's shape: it is not the shared one (the task's
-    first evaluation, or a claim far from it), and the candidate is not SAME_SHAPE_SPAN times faster than
-    the shared shape's cost. So far past every milestone's line like-for-like calls matter little, and
-    the sides at its many calls would cost SAME_SHAPE_SPAN x TARGET_MS or more a look. A lie cannot buy
-    that regime near a line: it needs a claim about 4x under the clock, which FORGED rejects."""
-    return tuple(cand_shape) != (shared.k, shared.replays) and claim_ms + shared.loop_ms >= (
-        shared.sized_ms / SAME_SHAPE_SPAN
-    )
+def candidate_shape(
+    claim_ms: float, in_bytes: int, graph: bool, sides: list[SideShape] | None, loop_ms: float = 0.0
+) -> tuple[int, int]:
+    """The candidate's (k, replays): the shape of the baseline nearest its claim (each with the loop's
+    cost), where one is within SAME_SHAPE_SPAN, so that the comparison that can decide a milestone holds
+    the same calls on both sides, and a burst's fixed cost and the loop's per-call cost cancel in the
+    nets' difference (net_c - net_X = (best_c - best_X) / n); else (no baseline bursts cached yet, or
+    none near) its own, sized by its claim plus the loop."""
+    loop = loop_ms if graph else 0.0
+    cost = claim_ms + loop
+    close = [x for x in sides or [] if claim_ms > 0 and near(cost, x.sized_ms)]
+    if close:
+        x = min(close, key=lambda x: abs(math.log(cost / x.sized_ms)))
+        return x.k, x.replays
+    return burst_shape(claim_ms, in_bytes, graph, loop)
+
+
+def reburst(claim_ms: float, loop_ms: float, side: SideShape, cand_shape: tuple[int, int]) -> bool:
+    """Whether a baseline bursts again at the candidate's shape: the shape is not its own (the task's
+    first evaluation, or another side's) and the candidate is near it, where a milestone's line may be.
+    A side far from the candidate keeps its own cached bursts: its net keeps the fit's error uncancelled,
+    but no line is near, and at the candidate's calls a far faster side's bursts would be too short to
+    time well (its net, and through the max over sides the time that counts, would carry that error:
+    an honest candidate 72x slower than eager read 1.85x slower than its events on the CPU lane) and a
+    far slower side's too long. A lie cannot move a candidate near a line out of this: it would need a
+    claim SAME_SHAPE_SPAN times under the clock, which FORGED rejects."""
+    return tuple(cand_shape) != (side.k, side.replays) and claim_ms > 0 and near(claim_ms + loop_ms, side.sized_ms)
 
 
 @dataclass(frozen=True)

@@ -252,14 +252,21 @@ def clock_kind(ref: Child, res: EvalResult, cfg: EvalConfig, cache: KVCache | No
 
 
 def burst_candidate(
-    cnd: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, kind: str, shared: tt.SharedShape | None = None
+    cnd: Child,
+    res: EvalResult,
+    cfg: EvalConfig,
+    in_bytes: int,
+    kind: str,
+    cached: tuple[list[tt.SideShape], float] | None = None,
 ) -> BurstRecord:
-    """The candidate's bursts, right after its timing (the GPU is still its alone), at the task's shared
-    shape where its claim is near it (`clock.candidate_shape`; `cached_shape`). A candidate whose calls do
-    not capture as a graph is clocked by the Python loop (and so are its baselines)."""
+    """The candidate's bursts, right after its timing (the GPU is still its alone), at the shape of the
+    cached baseline nearest its claim (`clock.candidate_shape`; `cached_shapes`: the sides' shapes and the
+    loop's cost per call). A candidate whose calls do not capture as a graph is clocked by the Python loop
+    (and so are its baselines)."""
     assert res.timing is not None
     claim = res.timing.median_ms
-    k, replays = tt.candidate_shape(claim, in_bytes, kind == "graph", shared)
+    sides, loop = cached if cached is not None else ([], 0.0)
+    k, replays = tt.candidate_shape(claim, in_bytes, kind == "graph", sides, loop)
     rep = _prepare(cnd, res, cfg, k, "model", kind == "graph")
     if kind == "graph" and not rep.graph:
         res.findings.append(
@@ -271,12 +278,12 @@ def burst_candidate(
                 Severity.WARN,
             )
         )
-        kind, shared = "host", None  # the graph's shared shape says nothing of the host loop's
+        kind, sides = "host", []  # the graph's shapes say nothing of the host loop's
         k, replays = tt.candidate_shape(claim, in_bytes, False, None)
         _prepare(cnd, res, cfg, k, "model", False)
-    same = shared is not None and (k, replays) == (shared.k, shared.replays)
+    same = any((k, replays) == (x.k, x.replays) for x in sides)
     res.defences["clock_shape"] = f"{k} calls x {replays}: " + (
-        "the task's shared shape" if same else "its own (sized by its claim plus the loop)"
+        "a baseline's cached shape" if same else "its own (sized by its claim plus the loop)"
     )
     return _looks(cnd, res, cfg, kind, k, replays, "model")
 
@@ -306,27 +313,29 @@ def check_burst_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task
 @dataclass
 class BaselineLooks:
     """The reference's sides on the evaluator's clock: eager, torch.compile (None: eager stands in)
-    and the loop with no model at two sizes; the sides' shape (k, replays) and the per-call cost that
-    sized it (the fastest baseline's time plus the loop's)."""
+    and the loop with no model at two sizes; each side's burst shape and the per-call cost that sized it."""
 
     eager: tt.Looks
     compiled: tt.Looks | None
     loop_small: tt.Looks
     loop_large: tt.Looks
-    shape: tuple[int, int]
-    sized_ms: float
+    eager_shape: tt.SideShape
+    compiled_shape: tt.SideShape | None
 
     def to_dict(self) -> dict[str, object]:
         def one(x: tt.Looks | None) -> object:
             return None if x is None else {"calls": x.calls, "seconds": list(x.seconds)}
+
+        def shape(x: tt.SideShape | None) -> object:
+            return None if x is None else [x.k, x.replays, x.sized_ms]
 
         return {
             "eager": one(self.eager),
             "compiled": one(self.compiled),
             "loop_small": one(self.loop_small),
             "loop_large": one(self.loop_large),
-            "shape": list(self.shape),
-            "sized_ms": self.sized_ms,
+            "eager_shape": shape(self.eager_shape),
+            "compiled_shape": shape(self.compiled_shape),
         }
 
     @classmethod
@@ -334,44 +343,39 @@ class BaselineLooks:
         def one(x: dict | None) -> tt.Looks | None:
             return None if x is None else tt.Looks(int(x["calls"]), tuple(float(s) for s in x["seconds"]))
 
-        eager, small, large = one(d["eager"]), one(d["loop_small"]), one(d["loop_large"])
-        assert eager is not None and small is not None and large is not None
-        k, replays = (int(v) for v in d["shape"])
-        return cls(eager, one(d["compiled"]), small, large, (k, replays), float(d["sized_ms"]))
+        def shape(x: list | None) -> tt.SideShape | None:
+            return None if x is None else tt.SideShape(int(x[0]), int(x[1]), float(x[2]))
 
-    def shared(self, graph: bool) -> tt.SharedShape:
-        loop = tt.fit_loop(self.loop_small, self.loop_large).per_call_ms if graph else 0.0
-        return tt.SharedShape(self.shape[0], self.shape[1], self.sized_ms, loop)
+        eager, small, large, es = one(d["eager"]), one(d["loop_small"]), one(d["loop_large"]), shape(d["eager_shape"])
+        assert eager is not None and small is not None and large is not None and es is not None
+        return cls(eager, one(d["compiled"]), small, large, es, shape(d["compiled_shape"]))
+
+    def loop_ms(self, graph: bool) -> float:
+        return tt.fit_loop(self.loop_small, self.loop_large).per_call_ms if graph else 0.0
+
+    def shapes(self) -> list[tt.SideShape]:
+        return [self.eager_shape] + ([self.compiled_shape] if self.compiled_shape is not None else [])
 
 
 def _burst_key(cfg: EvalConfig, base_key: str, kind: str) -> str:
     return "/".join(["burst", tt.PROTOCOL, kind, base_key, *_clock_opt_ins(cfg)])
 
 
-def _sides(
-    ref: Child, res: EvalResult, cfg: EvalConfig, kind: str, shape: tuple[int, int]
-) -> dict[str, tt.Looks | None] | None:
-    """Eager's and torch.compile's bursts at one shape; None when one would not capture as a graph now."""
+def _side(
+    ref: Child, res: EvalResult, cfg: EvalConfig, kind: str, mode: str, shape: tuple[int, int]
+) -> tt.Looks | None:
+    """One baseline's bursts at one shape; None when it would not capture as a graph now."""
     graph = kind == "graph"
-    k, replays = shape
-    sides: dict[str, tt.Looks | None] = {}
-    for mode, stats in (("model", res.eager_timing), ("compiled", res.compile_timing)):
-        if stats is None:
-            sides[mode] = None
-            continue
-        ask(ref, res, P.Warm(mode, secrets.randbits(62)), cfg.baseline_timeout, "trusted_clock", P.WarmReply)
-        if _prepare(ref, res, cfg, k, mode, graph).graph != graph:
-            res.defences["trusted_clock_baselines"] = f"the reference's {mode} would not capture as a graph now"
-            return None
-        sides[mode] = _looks(ref, res, cfg, kind, k, replays, mode).looks
-    return sides
+    ask(ref, res, P.Warm(mode, secrets.randbits(62)), cfg.baseline_timeout, "trusted_clock", P.WarmReply)
+    if _prepare(ref, res, cfg, shape[0], mode, graph).graph != graph:
+        res.defences["trusted_clock_baselines"] = f"the reference's {mode} would not capture as a graph now"
+        return None
+    return _looks(ref, res, cfg, kind, shape[0], shape[1], mode).looks
 
 
-def _measure_baselines(
-    ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, kind: str, shape: tuple[int, int] | None
-) -> BaselineLooks | None:
-    """The loop first, shaped by the fastest baseline's time alone; its cost per call then sizes the
-    shared shape (unless `shape` is given), at which eager and torch.compile are burst."""
+def _measure_baselines(ref: Child, res: EvalResult, cfg: EvalConfig, in_bytes: int, kind: str) -> BaselineLooks | None:
+    """The loop first, shaped by the fastest baseline's time alone; its cost per call then sizes each
+    side's shape (one for both where they are near each other), at which eager and torch.compile are burst."""
     assert res.eager_timing is not None
     graph = kind == "graph"
     fastest = min(t.median_ms for t in (res.eager_timing, res.compile_timing) if t is not None)
@@ -389,13 +393,24 @@ def _measure_baselines(
         _prepare(ref, res, cfg, k_large, "loop", False)
         large = _looks(ref, res, cfg, kind, k_large, 1, "loop").looks
     loop_ms = tt.fit_loop(small, large).per_call_ms if graph else 0.0
-    shape = shape or tt.burst_shape(fastest, in_bytes, graph, loop_ms)
-    sides = _sides(ref, res, cfg, kind, shape)
-    if sides is None:
-        return None
-    eager = sides["model"]
-    assert eager is not None
-    return BaselineLooks(eager, sides["compiled"], small, large, shape, fastest + loop_ms)
+    # sides near each other share the faster one's shape, so that a candidate near both is like with like
+    # against both without one of them burst again in every evaluation
+    shared = res.compile_timing is not None and tt.near(
+        res.eager_timing.median_ms + loop_ms, res.compile_timing.median_ms + loop_ms
+    )
+    looks: dict[str, tt.Looks | None] = {}
+    shapes: dict[str, tt.SideShape | None] = {}
+    for mode, stats in (("model", res.eager_timing), ("compiled", res.compile_timing)):
+        looks[mode] = shapes[mode] = None
+        if stats is None:
+            continue
+        shape = tt.burst_shape(fastest if shared else stats.median_ms, in_bytes, graph, loop_ms)
+        if (got := _side(ref, res, cfg, kind, mode, shape)) is None:
+            return None
+        looks[mode], shapes[mode] = got, tt.SideShape(*shape, stats.median_ms + loop_ms)
+    eager, es = looks["model"], shapes["model"]
+    assert eager is not None and es is not None
+    return BaselineLooks(eager, looks["compiled"], small, large, es, shapes["compiled"])
 
 
 def burst_baselines(
@@ -409,43 +424,48 @@ def burst_baselines(
     cand_shape: tuple[int, int] | None = None,
 ) -> BaselineLooks | None:
     """Eager's, torch.compile's and the loop's bursts in the reference child, in the candidate's mode,
-    at the candidate's shape (like with like: the same calls per burst on every side). The task's
-    shared shape is cached beside the baselines; a candidate burst at another shape (the task's first
-    evaluation, or a claim far from the shared shape's) gets the sides again at its own, not cached,
-    unless it is far faster than them (`clock.reburst`; `cand_shape` None: the shared shape alone, as `cuda-agent baselines` precomputes it). None when
-    a side would not capture now (no milestone can then be confirmed)."""
+    each side at its own shape, cached beside the baselines; a side near the candidate but at another
+    shape than the candidate's (the task's first evaluation) is burst again at the candidate's, not
+    cached (`clock.reburst`; `cand_shape` None: the cached sides alone, as `cuda-agent baselines`
+    precomputes them). None when a side would not capture now (no milestone can then be confirmed)."""
     assert res.eager_timing is not None
     key = _burst_key(cfg, base_key, kind)
-    if cfg.clock_fresh_baselines:
-        return _measure_baselines(ref, res, cfg, in_bytes, kind, cand_shape)
-    hit = cache.get(key) if cache is not None else None
-    base = BaselineLooks.from_dict(hit) if hit is not None else _measure_baselines(ref, res, cfg, in_bytes, kind, None)
+    hit = cache.get(key) if cache is not None and not cfg.clock_fresh_baselines else None
+    base = BaselineLooks.from_dict(hit) if hit is not None else _measure_baselines(ref, res, cfg, in_bytes, kind)
     if base is None:
         return None
-    if hit is None and cache is not None:
+    if hit is None and cache is not None and not cfg.clock_fresh_baselines:
         cache.put(key, base.to_dict())
-    assert res.timing is not None or cand_shape is None
-    if cand_shape is not None and tt.reburst(res.timing.median_ms, base.shared(kind == "graph"), cand_shape):
-        sides = _sides(ref, res, cfg, kind, cand_shape)
-        if sides is None:
+    if cand_shape is None:
+        return base
+    assert res.timing is not None
+    loop = base.loop_ms(kind == "graph")
+    for mode, side in (("model", base.eager_shape), ("compiled", base.compiled_shape)):
+        if side is None or not tt.reburst(res.timing.median_ms, loop, side, cand_shape):
+            continue
+        if (got := _side(ref, res, cfg, kind, mode, cand_shape)) is None:
             return None
-        eager = sides["model"]
-        assert eager is not None
-        base = dataclasses.replace(base, eager=eager, compiled=sides["compiled"], shape=tuple(cand_shape))
+        if mode == "model":
+            base = dataclasses.replace(base, eager=got)
+        else:
+            base = dataclasses.replace(base, compiled=got)
     return base
 
 
-def cached_shape(cfg: EvalConfig, cache: KVCache | None, base_key: str, kind: str) -> tt.SharedShape | None:
-    """The task's shared burst shape and the loop's cost per call from its cached baseline bursts, or None:
-    what shapes the candidate's bursts (`clock.candidate_shape`). Trusted data only (the reference timed it)."""
+def cached_shapes(
+    cfg: EvalConfig, cache: KVCache | None, base_key: str, kind: str
+) -> tuple[list[tt.SideShape], float] | None:
+    """The task's cached baseline shapes and the loop's cost per call, or None: what shapes the
+    candidate's bursts (`clock.candidate_shape`). Trusted data only (the reference timed it)."""
     if cache is None or cfg.clock_fresh_baselines or not kind:
         return None
     hit = cache.get(_burst_key(cfg, base_key, kind))
     if hit is None:
         return None
     try:
-        return BaselineLooks.from_dict(hit).shared(kind == "graph")
-    except (KeyError, TypeError, ValueError, AssertionError):
+        base = BaselineLooks.from_dict(hit)
+        return base.shapes(), base.loop_ms(kind == "graph")
+    except (KeyError, TypeError, ValueError, AssertionError, IndexError):
         return None
 
 
@@ -715,7 +735,7 @@ __all__ = [
     "baselines",
     "burst_baselines",
     "burst_candidate",
-    "cached_shape",
+    "cached_shapes",
     "check_burst_outputs",
     "check_timed_outputs",
     "clock_kind",
