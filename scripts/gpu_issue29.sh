@@ -46,9 +46,9 @@ if [ "$MODE" = cuda ]; then
   else
     log "no .carry-rl/ here: carry it (scripts/device-wheels.sh --rl .carry-rl); trying the installed packages"
   fi
-  CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' ')
+  CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' ')
   # the evaluation GPU is the training GPU; the compile farm builds for its architecture (same cache keys)
-  export CUDA_AGENT_EVAL_GPUS=0 TORCH_CUDA_ARCH_LIST="${CC:-9.0}"
+  export CUDA_AGENT_EVAL_GPUS=0 TORCH_CUDA_ARCH_LIST="${CAP:-9.0}"
 fi
 
 # 2. what is here: versions, and the imports verl's trainer needs (a failing one is named here, not in a traceback later)

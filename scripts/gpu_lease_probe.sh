@@ -11,7 +11,7 @@ if ls .carry-rl/*.whl > /dev/null 2>&1; then
 else
   echo "no .carry-rl/ here: trying the installed Ray"
 fi
-CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' ')
-export PYTHONPATH="$PWD/src:${PYTHONPATH:-}" CUDA_AGENT_EVAL_GPUS=${CUDA_AGENT_EVAL_GPUS:-0} TORCH_CUDA_ARCH_LIST="${CC:-9.0}"
+CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' ')
+export PYTHONPATH="$PWD/src:${PYTHONPATH:-}" CUDA_AGENT_EVAL_GPUS=${CUDA_AGENT_EVAL_GPUS:-0} TORCH_CUDA_ARCH_LIST="${CAP:-9.0}"
 export RAY_DEDUP_LOGS=0 CUDA_AGENT_CACHE=$(mktemp -d /tmp/lease-probe.XXXXXX)
 python3 scripts/gpu_lease_probe.py
