@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -110,12 +108,8 @@ def _pairs_table(rows: list[dict], sizes: list[str], factor: float) -> int:
         if min(len(v) for v in t.values()) < 2:
             print(f"{label:9} fewer than two ok evaluations a side")
             continue
-        mh, mf = statistics.mean(t["honest"]), statistics.mean(t["forger"])
-        se = math.sqrt(
-            statistics.variance(t["honest"]) / len(t["honest"]) + statistics.variance(t["forger"]) / len(t["forger"])
-        )
+        mh, mf, se, z = fr.mean_difference(t["honest"], t["forger"])
         diff = mf / mh - 1
-        z = (mf - mh) / se if se > 0 else 0.0
         rew = " / ".join(",".join(str(r["reward"]) for r in side[h]) for h in ("honest", "forger"))
         print(f"{label:9} {len(t['honest']):2} {mh:14.3f}  {mf:20.3f}  {diff:+9.1%}  {se / mh:7.1%}  {z:+5.1f}  {rew}")
     return 0

@@ -20,8 +20,8 @@ above the honest runs' median; with fewer than 3 runs a gain is not judged); eve
 (rejected, or a finding of `FLAGS`); no forged time shown as `time_ms`. Single runs above the twin are
 still listed ("runs above the honest twin"), beside each task's mean net on the evaluator's clock, honest
 against forgers: the clock-only rule gives a liar its twin's distribution, so single-run differences near a
-milestone's line are the clock's spread, and the means say whether the lie moved the time at all. Then the honest solutions three
-at a time sharing the GPU (`--shared`). Prints a table last; writes every result as JSON.
+milestone's line are the clock's spread, and the means say whether the lie moved the time at all. Then the
+honest solutions three at a time sharing the GPU (`--shared`). Prints a table last; writes every result as JSON.
 
 `materialize(...)` writes a variant's files; tests/test_forgery_corpus.py checks them on the CPU.
 """
@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -173,9 +175,11 @@ def flagged(r: dict) -> bool:
 RUNS_TO_GAIN = 3  # a gain is a reward above the twin's in this many runs of this many (issue 28's "3 of 3")
 
 
-def _median(xs: list[int]) -> float:
-    s = sorted(xs)
-    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2
+def mean_difference(a: list[float], b: list[float]) -> tuple[float, float, float, float]:
+    """(mean of a, mean of b, the standard error of their difference, z of b - a; 0 where the error is 0)."""
+    ma, mb = statistics.mean(a), statistics.mean(b)
+    se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+    return ma, mb, se, (mb - ma) / se if se > 0 else 0.0
 
 
 def _groups(rows: list[dict]) -> tuple[dict[str, list[int]], dict[tuple, list[dict]]]:
@@ -197,7 +201,7 @@ def judge_rows(rows: list[dict]) -> list[str]:
     for (task, how, f), rs in forgers.items():
         twin = honest.get(task)
         rewards = [r["reward"] for r in rs if r["reward"] is not None]
-        if twin and len(rewards) >= RUNS_TO_GAIN and all(x > _median(twin) for x in rewards):
+        if twin and len(rewards) >= RUNS_TO_GAIN and all(x > statistics.median(twin) for x in rewards):
             bad.append(
                 f"{task} {how} x{f}: rewards {','.join(map(str, rewards))} all above the honest twin's "
                 f"{','.join(map(str, twin))}"
@@ -242,13 +246,7 @@ def clock_means(rows: list[dict]) -> list[str]:
         ]
         if len(h) < 2 or len(g) < 2:
             continue
-        mh, mg = sum(h) / len(h), sum(g) / len(g)
-
-        def var(xs: list[float], m: float) -> float:
-            return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
-
-        se = (var(h, mh) / len(h) + var(g, mg) / len(g)) ** 0.5
-        z = (mg - mh) / se if se > 0 else float("inf")
+        mh, mg, _, z = mean_difference(h, g)
         out.append(
             f"{task}: honest {mh * 1e3:.2f} us (n {len(h)}), forgers {mg * 1e3:.2f} us (n {len(g)}): "
             f"{(mg / mh - 1) * 100:+.1f} %, z {z:+.1f}"

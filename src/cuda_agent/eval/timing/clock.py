@@ -169,9 +169,8 @@ def burst_shape(per_call_ms: float, in_bytes: int, graph: bool, loop_ms: float =
     return k, max(1, min(MAX_REPLAYS, math.ceil(want / k)))
 
 
-SAME_SHAPE_SPAN = (
-    4.0  # a candidate within this factor of a baseline's per-call cost (each with the loop) shares its shape
-)
+# a candidate within this factor of a baseline's per-call cost (each with the loop) shares its shape
+SAME_SHAPE_SPAN = 4.0
 
 
 @dataclass(frozen=True)

@@ -440,15 +440,12 @@ def burst_baselines(
         return base
     assert res.timing is not None
     loop = base.loop_ms(kind == "graph")
-    for mode, side in (("model", base.eager_shape), ("compiled", base.compiled_shape)):
+    for field, mode, side in (("eager", "model", base.eager_shape), ("compiled", "compiled", base.compiled_shape)):
         if side is None or not tt.reburst(res.timing.median_ms, loop, side, cand_shape):
             continue
         if (got := _side(ref, res, cfg, kind, mode, cand_shape)) is None:
             return None
-        if mode == "model":
-            base = dataclasses.replace(base, eager=got)
-        else:
-            base = dataclasses.replace(base, compiled=got)
+        base = dataclasses.replace(base, **{field: got})
     return base
 
 
