@@ -58,6 +58,8 @@ SKIP_ALL = ("--skip-faults", "--skip-redteam", "--skip-examples", "--skip-pytest
 GPU_CHECK_TABLE = r"^(hacks rejected|controls accepted|faults contained|examples keep|passed \d|failed: |defences|trusted clock|GPU held|timing rounds|  of them|  \S+: alone )"
 BASELINE_ROWS = r"^(bench exit|\S+ \| [a-z_]+ \| )"  # benchmarks/baselines_all.py's last table
 CLOCK_AB = (("none", ""), ("cold", "cold"), ("flush-cold", "flush,cold"))
+# fresh: every evaluation times its own baselines and loop, minutes nearer the candidate than a cached set
+CLOCK_SPREAD = (("dense", ""), ("rank1", "rank1"), ("fresh", "fresh"), ("fresh-rank1", "fresh,rank1"))
 X4_OPT_INS = (("none", ""), ("flush", "flush"), ("fresh", "fresh"), ("rank1", "rank1"), ("all", "flush,fresh,rank1"))
 
 
@@ -426,6 +428,33 @@ MEASUREMENTS: tuple[Measurement, ...] = (
             Step(f"relu-{label}", _relu_forgers(clock, ("0.95", "0.9"), "relu.json"), 95) for label, clock in X4_OPT_INS
         ),
         headline=r"^BAR ",
+    ),
+    Measurement(
+        "clock-spread",
+        "the clock against the events where it spread most (H200, 2026-12-06): row_softmax_wide and "
+        "silu_mul_bf16 3 times each, and the release's 4 us scale_add, under each digest, cached and fresh baselines",
+        "28",
+        "",
+        tuple(
+            Step(
+                f"examples-{label}",
+                gpu_check(
+                    "--skip-faults",
+                    "--skip-redteam",
+                    "--skip-pytest",
+                    "--example-runs",
+                    "3",
+                    "--only",
+                    "row_softmax_wide",
+                    "silu_mul_bf16",
+                    "--clock",
+                    clock,
+                ),
+                130,
+            )
+            for label, clock in CLOCK_SPREAD
+        ),
+        headline=r"^(examples keep|  \S+: alone |  \S+: clock/events|passed \d|failed: )",
     ),
     Measurement(
         "precision",

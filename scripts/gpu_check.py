@@ -254,6 +254,44 @@ def kept_rewards(rows: list[dict]) -> tuple[int, int, list[str]]:
     return kept, len(runs), lines
 
 
+def clock_lines(rows: list[dict]) -> list[str]:
+    """The evaluator's clock against the event times, per example over its runs (issue 28): each side's
+    net per call over its event time (the candidate's events are its own figure, honest here; the
+    baselines' the reference's), and the candidate's spread. Where the candidate's ratio moves between
+    runs while the baselines' (cached) do not, the clock's run-to-run error is the candidate's bursts'."""
+    per: dict[str, dict[str, list[float]]] = {}
+    for x in rows:
+        side, _, rest = x["name"].partition("/")
+        if side not in ("example", "shared"):
+            continue
+        got = per.setdefault(rest.split("#")[0], {"candidate": [], "eager": [], "compile": [], "pair": []})
+        # the candidate's net over compile's against the same ratio of their events: the factor its time
+        # that counts differs from its events by on compile's scale (1: the clock agrees with the events)
+        if all(x.get(k) for k in ("trusted_ms", "trusted_compile_ms", "reported_ms", "compile_ms")):
+            got["pair"].append((x["trusted_ms"] / x["trusted_compile_ms"]) / (x["reported_ms"] / x["compile_ms"]))
+        for key, net, ev in (
+            ("candidate", "trusted_ms", "reported_ms"),
+            ("eager", "trusted_eager_ms", "eager_ms"),
+            ("compile", "trusted_compile_ms", "compile_ms"),
+        ):
+            if x.get(net) and x.get(ev):
+                got[key].append(x[net] / x[ev])
+    lines = []
+    for name, got in per.items():
+        c = got["candidate"]
+        if not c:
+            continue
+        spread = f"spread {max(c) / min(c) - 1:.1%}" if len(c) > 1 else "one run"
+        lines.append(
+            f"  {name}: clock/events candidate "
+            + " ".join(f"{v:.3f}" for v in c)
+            + f" ({spread}); eager {' '.join(f'{v:.3f}' for v in sorted(set(got['eager'])))}"
+            + f"; compile {' '.join(f'{v:.3f}' for v in sorted(set(got['compile'])))}"
+            + (f"; vs compile {' '.join(f'{v:.3f}' for v in got['pair'])}" if got["pair"] else "")
+        )
+    return lines
+
+
 def row(name: str, r: EvalResult, expect: str, ok: bool, wall: float) -> dict:
     return {
         "name": name,
@@ -268,7 +306,15 @@ def row(name: str, r: EvalResult, expect: str, ok: bool, wall: float) -> dict:
         "vs_compile": r.speedup_vs_compile,
         "cv": r.timing.cv if r.timing else None,
         "wall_s": round(wall, 1),
-        "message": r.message[:160],
+        "message": r.message[:800],  # whole: a rejection's reason names each side's net (the clock's evidence)
+        # the clock's own figures, so a run can be read against the events afterwards (issue 28)
+        "reported_ms": r.reported_ms,
+        "trusted_ms": r.trusted_ms,
+        "trusted_eager_ms": r.trusted_eager_ms,
+        "trusted_compile_ms": r.trusted_compile_ms,
+        "trusted_loop_ms": r.trusted_loop_ms,
+        "trusted_tol": r.trusted_tol,
+        "trusted_mode": r.trusted_mode,
         # the trusted clock's per-call time over the reported one (issue 12): <= 1 + tol when they agree
         "u_over_t": r.trusted_ms / r.timing.median_ms if r.trusted_ms and r.timing and r.timing.median_ms else None,
     }
@@ -665,6 +711,9 @@ def main() -> int:
     if n_ex and (a.example_runs > 1 or a.example_shared > 0):
         print(f"examples keep their reward (alone and shared): {kept}/{n_ex}")
         print("\n".join(kept_lines))
+    if spread_lines := clock_lines(rows):
+        print("the evaluator's clock against the event times (net / event time per run):")
+        print("\n".join(spread_lines))
     failed = [x["name"] for x in rows if not x["ok"]]
     saved = json.loads((out / "gpu_check.json").read_text())["rows"] if rows else []
     print(f"results on disk: {len(saved)}/{len(rows)} rows in {out / 'gpu_check.json'}")

@@ -33,3 +33,18 @@ def test_one_run_apart_or_a_missing_reward_is_not_kept():
     kept, n, lines = gc.kept_rewards(rows)
     assert (kept, n) == (0, 2)
     assert "  gelu: alone 3,3,3 / shared 3,2,3  NOT KEPT" in lines
+
+
+def test_clock_lines_show_each_sides_net_over_its_events_and_the_candidates_spread():
+    """H200 figures of row_softmax_wide (2026-12-06): the candidate's clock moved between runs while the
+    cached baselines' could not."""
+    base = {"eager_ms": 0.175, "compile_ms": 0.157, "trusted_eager_ms": 0.1575, "trusted_compile_ms": 0.1413}
+    rows = [
+        {"name": "example/row_softmax_wide#1", "reported_ms": 0.142, "trusted_ms": 0.1349, **base},
+        {"name": "shared/row_softmax_wide#1", "reported_ms": 0.142, "trusted_ms": 0.1491, **base},
+        {"name": "hack/x", "reported_ms": 0.1, "trusted_ms": 0.5, **base},  # not an example's run
+        {"name": "example/diag_matmul#1", "reported_ms": None, "trusted_ms": None},  # rejected: no figures
+    ]
+    (line,) = gc.clock_lines(rows)
+    assert line.startswith("  row_softmax_wide: clock/events candidate 0.950 1.050 (spread 10.5%)")
+    assert "; eager 0.900; compile 0.900; vs compile 1.056 1.167" in line

@@ -199,7 +199,7 @@ def test_a_lie_gains_no_milestone(factor, true_vs_compile, bias):
     assert max(v.tol.values()) <= tt.TOL_CAP
     if factor <= 0.8:
         assert v.flagged and v.kind in ("unconfirmed", "forged"), v
-    if factor <= 0.5 * (1 + bias):  # 2x or more below what the clock saw
+    if factor * 1.001 < 0.5 * (1 + bias):  # 2x or more below what the clock saw, beyond its noise
         assert v.kind == "forged" and "not the candidate's" in v.message
 
 
@@ -244,6 +244,45 @@ def test_a_baseline_the_clock_cannot_see_is_stood_in_for_by_its_event_time():
     looks = _looks(0.05 + 0.3, 256)
     v = tt.judge(0.001, tt.net_ms(looks, LOOP), tt.noise_ms(looks), [tiny])
     assert v.kind == "forged" and not v.resolved and v.equiv_ms == pytest.approx(0.3, rel=1e-3)
+
+
+def test_one_sides_error_cannot_call_an_honest_claim_forged():
+    """H200, 2026-12-06 (6a32046): release/scale_add, a 4 us kernel that reports its true time, was rejected
+    as 2.13x forged in 2 of 9 runs: on torch.compile's scale (its net far under its events) the clock read it
+    2x slow, on eager's not. A rejection needs every side, each at the edge of its noise; the time that
+    counts still takes the side least in the candidate's favour, so the honest run is charged, not rejected."""
+    claim = 0.004
+    eager = _side("eager", 0.0066, 0.0066)
+    skewed = _side("torch.compile", 0.0036, 0.0036 * 0.45)  # this side's net 55 % under its events
+    looks = _looks(claim * 1.2 + 0.05, 256)  # the candidate's own net 1.2x its events
+    v = tt.judge(claim, tt.net_ms(looks, LOOP), tt.noise_ms(looks), [eager, skewed])
+    assert v.kind != "forged" and v.flagged and v.equiv_ms > tt.FORGED * claim, v
+    assert v.time_ms >= v.equiv_ms and tt.milestones(v, 0.0066, 0.0036) == (False, False)
+    # the same clock against a claim every side calls 2x too fast, beyond its noise: rejected
+    lie = tt.judge(claim / 3, tt.net_ms(looks, LOOP), tt.noise_ms(looks), [eager, skewed])
+    assert lie.kind == "forged" and "not the candidate's" in lie.message
+    # a candidate the clock cannot see past its noise is never called forged, however low its claim
+    blind = tt.Looks(4, (0.2 / 1e3, 0.3 / 1e3))
+    unseen = tt.judge(1e-4, 0.02, tt.noise_ms(blind), [eager, skewed])
+    assert unseen.kind != "forged" and not unseen.grants
+
+
+def test_no_milestone_over_a_baseline_the_clock_cannot_see():
+    """H200, 2026-12-06 (6a32046, relu_scale, rank-1 digest): torch.compile's cached net (0.005 ms) sat within
+    its noise, so its event time (0.0357 ms) stood in, and a forger whose burst net ran low (0.0283 ms, its
+    twin's 0.030-0.031) cleared compile's line on that mixed scale: reward 3 against the twin's 2. The
+    candidate's net is on the burst's scale and the event time is not: no milestone over that side."""
+    eager = tt.Side("eager", 0.0703, 0.06309, 0.0001)
+    unseen = tt.Side("torch.compile", 0.03568, 0.00501, 0.003)
+    v = tt.judge(0.03371, 0.02834, 0.0001, [eager, unseen])
+    assert v.unseen == ("torch.compile",) and "cannot see torch.compile" in v.message
+    assert tt.milestones(v, 0.0703, 0.03568) == (True, False)
+    # the same figures with compile seen past its noise: the milestone is the clock's to grant
+    seen = tt.judge(0.03371, 0.02834, 0.0001, [eager, tt.Side("torch.compile", 0.03568, 0.0345, 0.0001)])
+    assert not seen.unseen and tt.milestones(seen, 0.0703, 0.03568) == (True, True)
+    # eager unseen and no compile side: eager stands in for both, and neither milestone stands
+    alone = tt.judge(0.01, 0.009, 0.0001, [tt.Side("eager", 0.05, 0.0002, 0.001)])
+    assert tt.milestones(alone, 0.05, 0.05) == (False, False)
 
 
 def test_the_clock_is_never_taken_below_the_speed_of_light():

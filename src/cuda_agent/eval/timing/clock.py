@@ -51,10 +51,15 @@ per side, at least `JITTER_MS` per burst), clamped to [TOL_FLOOR, TOL_CAP] (the 
 [HOST_LANE_FLOOR, HOST_LANE_CAP]: it tests the machinery, not kernels); `timing-forged` (WARN)
 when it is `FORGED_WARN` or more times faster than the clock; a rejection (reward -1) when it is
 `FORGED` or more times faster in graph mode (or, in host mode, faster than even its own reported
-host time per call explains). The clock's time is charged its tolerance (the largest tol_X), so a
+host time per call explains) by every baseline's scale, each read at the edge of its noise least
+against the candidate, and the candidate's net stands clear of its own noise: a rejection needs
+evidence every side agrees on, where the time that counts takes the side least in its favour. The clock's time is charged its tolerance (the largest tol_X), so a
 milestone stands only where the clock confirms it beyond its measured noise; in host mode (a burst
 bound by Python) that noise, and so the charge, is larger. Where the candidate's net does not
-stand clear of its noise no milestone is granted: the clock confirms nothing it cannot see. The reported time stays in the result as
+stand clear of its noise no milestone is granted: the clock confirms nothing it cannot see; where a
+baseline's net does not, its event time stands in for it (so that a lie is still caught) but no
+milestone over that baseline is granted (`Verdict.unseen`): the candidate's net is on the burst's
+scale and an event time is not. The reported time stays in the result as
 `reported_ms`, the candidate's own figure.
 
 What a candidate that fully controls its process can and cannot do:
@@ -79,8 +84,13 @@ What a candidate that fully controls its process can and cannot do:
   comes from the loop: draws and digests cost 0.10 ms per call against a 0.013 ms net, so 1 % of burst
   noise is about 8 % of the net. At v6 (530e0ab, the same call) -0.7 %, standard error 2.6 %, z -0.3
   (nets 15.3-19.6 us, most within 17.0-17.7), rewards 3 in 4 of 8 on both sides; on relu_scale at
-  ~45 us (`forgery-quick`) the forgers' nets (43.0-47.5 us) averaged the honest run's 44.6 us. v7 is
-  not yet measured.
+  ~45 us (`forgery-quick`) the forgers' nets (43.0-47.5 us) averaged the honest run's 44.6 us. At v7
+  on the H200 (2026-12-06, d5e2a3e; docs/throughput.md "Call 10") the same pairs gave -4.7 %, standard
+  error 5.6 % (the loop 0.090 ms a call, nets 9.4-13.2 us): no gain seen, bounded only to about 11 %;
+  and row_softmax_wide (~0.14 ms, loop about 4x the kernel) read 1.03-1.17x torch.compile over 9 runs
+  where its events say 1.105x. So the clock's spread between evaluations, where the loop outweighs the
+  kernel, is the leak that remains: a kernel within that spread of a milestone's line may land on either
+  side, whether it lies or not.
 - The clock's own error is not only noise. On the H100 (2026-12-05, docs/throughput.md "Call 5")
   diag_matmul's net came out 7.6x below its event time, under the task's speed-of-light floor
   (so `floor_ms` set its time), while the baselines' nets matched their events: inside a burst the
@@ -298,6 +308,9 @@ class Verdict:
     resolved: bool  # every tolerance below TOL_CAP: the clock resolves this kernel to its noise
     message: str
     grants: bool = True  # False: the clock could not compare like with like, so no milestone stands
+    unseen: tuple[
+        str, ...
+    ] = ()  # baselines whose nets the clock could not see past their noise: no milestone over them
 
 
 def judge(
@@ -323,22 +336,33 @@ def judge(
     raw = max(cand_net_ms, 1e-9)
     net_c = max(cand_net_ms, floor_ms, 1e-9)
     tol: dict[str, float] = {}
-    equiv = raw_equiv = 0.0
+    equiv = 0.0
+    least_equiv = math.inf  # the rejection's evidence: the lowest equivalent any side allows (below)
     agree = True
     parts = []
     resolved = True
+    unseen: list[str] = []
     for s in sides:
         base = s.net_ms
         if not base > 2.0 * s.noise_ms:
             # a baseline too quick for the clock to see past the loop's noise: its event time stands in
-            # for its net, so the candidate's own net is judged against the events directly
+            # for its net, so that a lie is still caught against the events; but the candidate's net is
+            # on the burst's scale and the events are not (H200, 2026-12-06, relu_scale under the rank-1
+            # digest: nets 0.8-0.9x their events, so against compile's event time a candidate whose net
+            # ran low took the milestone its twin did not), so no milestone over this side stands
             base, resolved = s.event_ms, False
+            unseen.append(s.name)
         rel = math.hypot(cand_noise_ms / net_c, s.noise_ms / base)
         t = min(cap, max(least, 2.0 * rel))
         tol[s.name] = t
         ratio = net_c / base
         equiv = max(equiv, s.event_ms * ratio)
-        raw_equiv = max(raw_equiv, s.event_ms * raw / base)
+        # for a rejection every side must agree, each at the edge of its noise least against the candidate:
+        # the max over sides that sets the time would let one side's error alone call an honest claim
+        # forged (H200, 2026-12-06, 6a32046: release/scale_add, a 4 us kernel, was rejected as 2.13x
+        # forged in 2 of 9 runs, its candidate's own net 1.22x its events)
+        lo = max(0.0, raw - 2.0 * cand_noise_ms) / (base + 2.0 * s.noise_ms)
+        least_equiv = min(least_equiv, s.event_ms * lo)
         if claim_ms / s.event_ms * (1 + t) < ratio:
             agree = False
         parts.append(f"{s.name} {base:.4g} ms (x{ratio:.3f}, tol {t:.1%})")
@@ -353,6 +377,8 @@ def judge(
     # evaluations, a third of them crossed it; with this charge none did).
     time_ms = equiv * (1 + max(tol.values(), default=cap))
     note = "" if visible else "; the clock cannot see this kernel past its noise: no milestone is confirmed"
+    if unseen and visible:
+        note += f"; the clock cannot see {' or '.join(unseen)} past its noise: no milestone over it is confirmed"
     if agree:
         return Verdict(
             "ok",
@@ -363,11 +389,13 @@ def judge(
             resolved,
             f"{clock}: agrees with the reported {claim_ms:.4g} ms; the clock's {time_ms:.4g} ms counts" + note,
             grants=visible,
+            unseen=tuple(unseen),
         )
     over = equiv / claim_ms if claim_ms > 0 else float("inf")
     flagged = over >= FORGED_WARN
     host = max(claim_ms, enqueue_ms or 0.0)
-    gross = raw_equiv >= forged * claim_ms and (mode == "graph" or raw_equiv >= forged * host)
+    least_equiv = least_equiv if sides else 0.0
+    gross = visible and least_equiv >= forged * claim_ms and (mode == "graph" or least_equiv >= forged * host)
     what = (
         f"the candidate reported {claim_ms:.4g} ms per call, {over:.2f}x faster than the evaluator's clock "
         f"confirms ({equiv:.4g} ms on the same scale; {clock})"
@@ -382,6 +410,7 @@ def judge(
             resolved,
             what + ": the reported time is not the candidate's",
             grants=False,
+            unseen=tuple(unseen),
         )
     return Verdict(
         "unconfirmed",
@@ -395,6 +424,7 @@ def judge(
         + note
         + ("" if resolved or not visible else "; the clock's noise is at its limit here"),
         grants=visible,
+        unseen=tuple(unseen),
     )
 
 
@@ -402,4 +432,10 @@ def milestones(v: Verdict, eager_ms: float, compile_ms: float) -> tuple[bool, bo
     """The reward's milestones from the time that counts."""
     if not v.grants:
         return False, False
-    return clearly_faster(v.time_ms, eager_ms), clearly_faster(v.time_ms, compile_ms)
+    eager_seen = "eager" not in v.unseen
+    # without a torch.compile side eager stands in for it, and so does eager's visibility
+    compile_seen = "torch.compile" not in v.unseen if "torch.compile" in v.tol else eager_seen
+    return (
+        eager_seen and clearly_faster(v.time_ms, eager_ms),
+        compile_seen and clearly_faster(v.time_ms, compile_ms),
+    )

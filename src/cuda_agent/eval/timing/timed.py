@@ -519,6 +519,15 @@ def trusted_verdict(
     if v.kind == "unconfirmed":
         rule = "timing-forged" if v.flagged else "timing-unconfirmed"
         res.findings.append(Finding(rule, v.message, Severity.WARN))
+    elif v.unseen:  # said in the result: a milestone over these sides is not the clock's to confirm
+        res.findings.append(
+            Finding(
+                "clock-unresolved",
+                f"the evaluator's clock could not see {' or '.join(v.unseen)} past its noise: "
+                "no milestone over it is confirmed",
+                Severity.WARN,
+            )
+        )
     return v
 
 
