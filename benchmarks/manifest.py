@@ -58,8 +58,11 @@ SKIP_ALL = ("--skip-faults", "--skip-redteam", "--skip-examples", "--skip-pytest
 GPU_CHECK_TABLE = r"^(hacks rejected|controls accepted|faults contained|examples keep|passed \d|failed: |defences|trusted clock|GPU held|timing rounds|  of them|  \S+: alone )"
 BASELINE_ROWS = r"^(bench exit|\S+ \| [a-z_]+ \| )"  # benchmarks/baselines_all.py's last table
 CLOCK_AB = (("none", ""), ("cold", "cold"), ("flush-cold", "flush,cold"))
-# fresh: every evaluation times its own baselines and loop, minutes nearer the candidate than a cached set
-CLOCK_SPREAD = (("dense", ""), ("rank1", "rank1"), ("fresh", "fresh"), ("fresh-rank1", "fresh,rank1"))
+# fresh: every evaluation times its own baselines and loop in its own reference process (a cached set is one
+# process's); flush: L2 flushed before each burst call, as the events do (the 20 us pairs of 2026-12-06 fell
+# into two clusters of nets, ~10 and ~12.3 us, uncorrelated between neighbouring runs: a per-process factor
+# such as where the buffers sit, not a drift in time, is the first suspect)
+CLOCK_SPREAD = (("dense", ""), ("rank1", "rank1"), ("fresh", "fresh"), ("flush", "flush"))
 X4_OPT_INS = (("none", ""), ("flush", "flush"), ("fresh", "fresh"), ("rank1", "rank1"), ("all", "flush,fresh,rank1"))
 
 
@@ -430,9 +433,25 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         headline=r"^BAR ",
     ),
     Measurement(
+        "clock-placement",
+        "is the clock's spread between evaluations where a burst's buffers sit? relu at 2^23 floats, 6 "
+        "processes x 3 allocations, dense and rank-1 digests and the flush: the net's spread within an "
+        "allocation, between allocations of one process, and between processes",
+        "28",
+        "",
+        (
+            Step(
+                "clock_placement",
+                ("{py}", "benchmarks/clock_placement.py", "--procs", "6", "--out", "{out}/placement.json"),
+                240,
+            ),
+        ),
+        headline=r"^(variant|dense|rank1)",
+    ),
+    Measurement(
         "clock-spread",
         "the clock against the events where it spread most (H200, 2026-12-06): row_softmax_wide and "
-        "silu_mul_bf16 3 times each, and the release's 4 us scale_add, under each digest, cached and fresh baselines",
+        "silu_mul_bf16 3 times each, and the release's 4 us scale_add: dense, rank-1, fresh baselines, flushed",
         "28",
         "",
         tuple(

@@ -588,6 +588,8 @@ def main() -> int:
                     f"phases {r.phases_s}",
                     flush=True,
                 )
+                if "trusted_clock" in r.defences:  # why this run got its reward (H200: one of 8 scored 1, not 3)
+                    print(f"  clock: {r.defences['trusted_clock'][:400]}", flush=True)
 
         for k in range(0 if a.overhead_spares_only else a.overhead):
             # "no_clock": every defence but issue 12's trusted clock, to show what that one adds
