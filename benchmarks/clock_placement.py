@@ -13,7 +13,8 @@ of random size first, so each allocation lands elsewhere); per allocation and va
 calls of the `burst.py` shape (draw the input, y = relu(x) * 1.5, digest y into a device buffer) and one of
 the loop (the same draws and digests of a stored output), each replayed `LOOKS` times and timed by the host
 around replay + synchronize. Variants: the dense digest (2 x n float32 weights, one GEMV), the rank-one
-digest (reads only the output) and the dense digest with L2 flushed before each call. Prints, per variant,
+digest (reads only the output) and the dense digest with L2 flushed before each call; the SM clock (NVML)
+is sampled during each look, for the other suspect, the GPU's clock state. Prints, per variant,
 the net per call (burst less loop) per allocation and its spread within allocations, between allocations
 of one process, and between processes. Standard library and torch only (and `burst.rank1_width`). A
 measurement, not a test: nothing is asserted.
@@ -34,6 +35,15 @@ K = 64  # calls per graph: with the dense loop's ~0.1 ms a call, ~7 ms a replay
 REPLAYS = 2
 LOOKS = 5
 VARIANTS = ("dense", "rank1", "dense+flush")
+
+
+def _sm_mhz(torch) -> int | None:
+    """The SM clock now (NVML through torch), or None where NVML is not there: a second suspect for
+    a per-evaluation factor is the GPU's clock state, not where the buffers sit."""
+    try:
+        return int(torch.cuda.clock_rate())
+    except Exception:  # noqa: BLE001 - a diagnostic: no NVML, no figure
+        return None
 
 
 def _one(torch, n: int, variant: str, l2: int) -> dict:
@@ -63,6 +73,7 @@ def _one(torch, n: int, variant: str, l2: int) -> dict:
                 torch.sum(torch.mm(y[: rows * width].view(rows, width), w).mul_(v), dim=0, out=dig[i])
 
     times = {}
+    mhz: list[int | None] = []
     for side, model in (("model", True), ("loop", False)):
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -79,6 +90,7 @@ def _one(torch, n: int, variant: str, l2: int) -> dict:
             t0 = time.perf_counter()
             for _ in range(REPLAYS):
                 g.replay()
+            mhz.append(_sm_mhz(torch))  # while the replays run: a power state would show here
             torch.cuda.synchronize()
             looks.append((time.perf_counter() - t0) * 1e3 / (K * REPLAYS))
         times[side] = looks
@@ -98,6 +110,7 @@ def _one(torch, n: int, variant: str, l2: int) -> dict:
         "loop_ms": times["loop"],
         "net_ms": min(times["model"]) - min(times["loop"]),
         "call_event_ms": e0.elapsed_time(e1) / 20,
+        "sm_mhz": mhz,
     }
 
 
@@ -152,7 +165,8 @@ def main() -> None:
             print(
                 f"proc {p} alloc {r['alloc']} {r['variant']:12} net {r['net_ms'] * 1e3:7.2f} us  "
                 f"model {min(r['model_ms']) * 1e3:7.2f}  loop {min(r['loop_ms']) * 1e3:7.2f}  "
-                f"looks' spread {_spread(r['model_ms']):.2%}  call (events) {r['call_event_ms'] * 1e3:6.2f} us",
+                f"looks' spread {_spread(r['model_ms']):.2%}  call (events) {r['call_event_ms'] * 1e3:6.2f} us  "
+                f"SM MHz {sorted({m for m in r['sm_mhz'] if m is not None}) or '-'}",
                 flush=True,
             )
         rows += got
