@@ -66,6 +66,22 @@ CLOCK_SPREAD = (("dense", ""), ("rank1", "rank1"), ("fresh", "fresh"), ("flush",
 X4_OPT_INS = (("none", ""), ("flush", "flush"), ("fresh", "fresh"), ("rank1", "rank1"), ("all", "flush,fresh,rank1"))
 
 
+def _examples_under(clock: str, runs: int, *names: str) -> tuple[str, ...]:
+    """gpu_check on these examples alone (and the release's single file), `runs` times each, under the
+    clock's opt-ins `clock` (comma-separated; "" the default clock)."""
+    return gpu_check(
+        "--skip-faults",
+        "--skip-redteam",
+        "--skip-pytest",
+        "--example-runs",
+        str(runs),
+        "--only",
+        *names,
+        "--clock",
+        clock,
+    )
+
+
 def _relu_forgers(clock: str, factors: tuple[str, ...], out: str) -> tuple[str, ...]:
     return (
         "{py}",
@@ -401,19 +417,7 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         tuple(
             Step(
                 f"examples-{label}",
-                gpu_check(
-                    "--skip-faults",
-                    "--skip-redteam",
-                    "--skip-pytest",
-                    "--example-runs",
-                    "2",
-                    "--only",
-                    "diag_matmul",
-                    "matmul_sum_scale",
-                    "embedding_bag_sum",
-                    "--clock",
-                    clock,
-                ),
+                _examples_under(clock, 2, "diag_matmul", "matmul_sum_scale", "embedding_bag_sum"),
                 100,
             )
             for label, clock in CLOCK_AB
@@ -457,18 +461,7 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         tuple(
             Step(
                 f"examples-{label}",
-                gpu_check(
-                    "--skip-faults",
-                    "--skip-redteam",
-                    "--skip-pytest",
-                    "--example-runs",
-                    "3",
-                    "--only",
-                    "row_softmax_wide",
-                    "silu_mul_bf16",
-                    "--clock",
-                    clock,
-                ),
+                _examples_under(clock, 3, "row_softmax_wide", "silu_mul_bf16"),
                 130,
             )
             for label, clock in CLOCK_SPREAD
