@@ -94,22 +94,39 @@ def _one(torch, n: int, variant: str, l2: int) -> dict:
             torch.cuda.synchronize()
             looks.append((time.perf_counter() - t0) * 1e3 / (K * REPLAYS))
         times[side] = looks
-    # the call alone, as events see it (no draws or digests around it; L2 not flushed)
+    # the loop's parts and the call alone, as events see them (back to back, L2 not flushed): which part
+    # of the loop costs what (its traffic alone would be ~1/3 of the measured loop on the H200)
     x = torch.randn(n, device=dev)
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.relu(x) * 1.5
-    torch.cuda.synchronize()
-    e0.record()
-    for _ in range(20):
-        torch.relu(x) * 1.5
-    e1.record()
-    torch.cuda.synchronize()
+
+    def each(fn) -> float:
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        fn()
+        torch.cuda.synchronize()
+        e0.record()
+        for _ in range(20):
+            fn()
+        e1.record()
+        torch.cuda.synchronize()
+        return e0.elapsed_time(e1) / 20
+
+    def dig0() -> None:
+        if digest == "dense":
+            torch.mv(w, stored, out=dig[0])
+        else:
+            torch.sum(torch.mm(stored[: rows * width].view(rows, width), w).mul_(v), dim=0, out=dig[0])
+
+    parts = {
+        "call_event_ms": each(lambda: torch.relu(x) * 1.5),
+        "draw_event_ms": each(lambda: torch.randn(n, device=dev)),
+        "digest_event_ms": each(dig0),
+        "flush_event_ms": each(fl.zero_) if fl is not None else None,
+    }
     return {
         "variant": variant,
         "model_ms": times["model"],
         "loop_ms": times["loop"],
         "net_ms": min(times["model"]) - min(times["loop"]),
-        "call_event_ms": e0.elapsed_time(e1) / 20,
+        **parts,
         "sm_mhz": mhz,
     }
 
@@ -165,7 +182,10 @@ def main() -> None:
             print(
                 f"proc {p} alloc {r['alloc']} {r['variant']:12} net {r['net_ms'] * 1e3:7.2f} us  "
                 f"model {min(r['model_ms']) * 1e3:7.2f}  loop {min(r['loop_ms']) * 1e3:7.2f}  "
-                f"looks' spread {_spread(r['model_ms']):.2%}  call (events) {r['call_event_ms'] * 1e3:6.2f} us  "
+                f"looks' spread {_spread(r['model_ms']):.2%}  events us: call {r['call_event_ms'] * 1e3:.2f} "
+                f"draw {r['draw_event_ms'] * 1e3:.2f} digest {r['digest_event_ms'] * 1e3:.2f}"
+                + (f" flush {r['flush_event_ms'] * 1e3:.2f}" if r.get("flush_event_ms") else "")
+                + "  "
                 f"SM MHz {sorted({m for m in r['sm_mhz'] if m is not None}) or '-'}",
                 flush=True,
             )
