@@ -440,7 +440,8 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "clock-placement",
         "is the clock's spread between evaluations where a burst's buffers sit? relu at 2^23 floats, 6 "
         "processes x 3 allocations, dense and rank-1 digests and the flush: the net's spread within an "
-        "allocation, between allocations of one process, and between processes",
+        "allocation, between allocations of one process, and between processes; the SM clock during each "
+        "look; the loop's parts (draw, digest, flush) timed alone",
         "28",
         "",
         (
