@@ -154,6 +154,30 @@ def _spread(xs: list[float]) -> float:
     return (max(xs) - min(xs)) / statistics.median(xs) if len(xs) > 1 and statistics.median(xs) else math.nan
 
 
+def summary(rows: list[dict]) -> list[str]:
+    """Per variant: the median net (us), a look's wobble as a share of the net, the nets' spread between
+    allocations of one process (median over processes) and between processes' medians, and every net."""
+    lines = ["variant       net us (median)  within allocation  between allocations (one process)  between processes"]
+    for variant in VARIANTS:
+        mine = [r for r in rows if r["variant"] == variant]
+        nets = [r["net_ms"] * 1e3 for r in mine]
+        if not nets:
+            continue
+        # a look's wobble in the burst, as a share of the net (what it moves the net by)
+        within = statistics.median((max(r["model_ms"]) - min(r["model_ms"])) / r["net_ms"] for r in mine)
+        per_proc: dict[int, list[float]] = {}
+        for r in mine:
+            per_proc.setdefault(r["proc"], []).append(r["net_ms"] * 1e3)
+        many = [_spread(v) for v in per_proc.values() if len(v) > 1]
+        between_alloc = statistics.median(many) if many else math.nan
+        between_proc = _spread([statistics.median(v) for v in per_proc.values()])
+        lines.append(
+            f"{variant:12}  {statistics.median(nets):15.2f}  {within:17.2%}  {between_alloc:34.2%}  {between_proc:17.2%}"
+            f"   nets {' '.join(f'{x:.1f}' for x in nets)}"
+        )
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
@@ -191,24 +215,8 @@ def main() -> None:
             )
         rows += got
         print(f"proc {p}: {time.monotonic() - t0:.1f} s", flush=True)
-    print("\nvariant       net us (median)  within allocation  between allocations (one process)  between processes")
-    for variant in VARIANTS:
-        mine = [r for r in rows if r["variant"] == variant]
-        nets = [r["net_ms"] * 1e3 for r in mine]
-        if not nets:
-            continue
-        # a look's wobble in the burst, as a share of the net (what it moves the net by)
-        within = statistics.median((max(r["model_ms"]) - min(r["model_ms"])) / r["net_ms"] for r in mine)
-        per_proc = {}
-        for r in mine:
-            per_proc.setdefault(r["proc"], []).append(r["net_ms"] * 1e3)
-        many = [_spread(v) for v in per_proc.values() if len(v) > 1]
-        between_alloc = statistics.median(many) if many else math.nan
-        between_proc = _spread([statistics.median(v) for v in per_proc.values()])
-        print(
-            f"{variant:12}  {statistics.median(nets):15.2f}  {within:17.2%}  {between_alloc:34.2%}  {between_proc:17.2%}"
-            f"   nets {' '.join(f'{x:.1f}' for x in nets)}"
-        )
+    print()
+    print("\n".join(summary(rows)))
     if a.out:
         with open(a.out, "w") as f:
             json.dump(rows, f, indent=1)
