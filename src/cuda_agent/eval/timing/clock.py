@@ -378,7 +378,7 @@ def judge(
     time_ms = equiv * (1 + max(tol.values(), default=cap))
     note = "" if visible else "; the clock cannot see this kernel past its noise: no milestone is confirmed"
     if unseen and visible:
-        note += f"; the clock cannot see {' or '.join(unseen)} past its noise: no milestone over it is confirmed"
+        note += f"; the clock {unseen_note(unseen)}"
     if agree:
         return Verdict(
             "ok",
@@ -394,7 +394,6 @@ def judge(
     over = equiv / claim_ms if claim_ms > 0 else float("inf")
     flagged = over >= FORGED_WARN
     host = max(claim_ms, enqueue_ms or 0.0)
-    least_equiv = least_equiv if sides else 0.0
     gross = visible and least_equiv >= forged * claim_ms and (mode == "graph" or least_equiv >= forged * host)
     what = (
         f"the candidate reported {claim_ms:.4g} ms per call, {over:.2f}x faster than the evaluator's clock "
@@ -426,6 +425,11 @@ def judge(
         grants=visible,
         unseen=tuple(unseen),
     )
+
+
+def unseen_note(names: list[str] | tuple[str, ...]) -> str:
+    """What the verdict says of baselines the clock could not see (its message and the result's finding)."""
+    return f"cannot see {' or '.join(names)} past its noise: no milestone over it is confirmed"
 
 
 def milestones(v: Verdict, eager_ms: float, compile_ms: float) -> tuple[bool, bool]:

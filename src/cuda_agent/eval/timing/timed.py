@@ -521,12 +521,7 @@ def trusted_verdict(
         res.findings.append(Finding(rule, v.message, Severity.WARN))
     elif v.unseen:  # said in the result: a milestone over these sides is not the clock's to confirm
         res.findings.append(
-            Finding(
-                "clock-unresolved",
-                f"the evaluator's clock could not see {' or '.join(v.unseen)} past its noise: "
-                "no milestone over it is confirmed",
-                Severity.WARN,
-            )
+            Finding("clock-unresolved", f"the evaluator's clock {tt.unseen_note(v.unseen)}", Severity.WARN)
         )
     return v
 
