@@ -308,9 +308,8 @@ class Verdict:
     resolved: bool  # every tolerance below TOL_CAP: the clock resolves this kernel to its noise
     message: str
     grants: bool = True  # False: the clock could not compare like with like, so no milestone stands
-    unseen: tuple[
-        str, ...
-    ] = ()  # baselines whose nets the clock could not see past their noise: no milestone over them
+    # baselines whose nets the clock could not see past their noise: no milestone over them
+    unseen: tuple[str, ...] = ()
 
 
 def judge(
