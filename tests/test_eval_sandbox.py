@@ -252,13 +252,17 @@ time.sleep(600)
 """
     p = subprocess.Popen([sys.executable, "-c", starter], env={**os.environ, "PYTHONPATH": str(SRC)})
     try:
-        for _ in range(100):  # the starter, the sandbox's wrapper and the spinner itself
-            if len(_with(marker)) >= 3:
-                break
+        # the starter, the sandbox's wrapper and the spinner itself. How soon they are all up is not
+        # this test's subject: on a loaded CI host the new namespaces took over 10 s once (2 of 3 up,
+        # stop 44's CI), so the wait is generous and a failure says where each process stood.
+        deadline = time.monotonic() + 90
+        while len(_with(marker)) < 3 and time.monotonic() < deadline and p.poll() is None:
             time.sleep(0.1)
-        assert len(_with(marker)) >= 3, "the sandboxed spinner did not start"
+        assert len(_with(marker)) >= 3, f"the sandboxed spinner did not start: {_where(marker)}"
         time.sleep(2.0)  # the starting thread has ended by now: the spinner must still run
-        assert len(_with(marker)) >= 3, "the child died with the thread that started it, not its process"
+        assert len(_with(marker)) >= 3, (
+            f"the child died with the thread that started it, not its process: {_where(marker)}"
+        )
     finally:
         p.kill()
         p.wait()
@@ -275,6 +279,21 @@ time.sleep(600)
 def _with(marker: str) -> list[int]:
     out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
     return [int(x) for x in out.split()]
+
+
+def _where(marker: str) -> list[str]:
+    """Each process carrying `marker`: its command's head, state and the kernel function it waits in."""
+    seen = []
+    for pid in _with(marker):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[:3]
+            state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+            wchan = open(f"/proc/{pid}/wchan").read()
+        except OSError as e:
+            seen.append(f"{pid}: gone ({e.strerror})")
+            continue
+        seen.append(f"{pid}: {[c.decode(errors='replace')[:40] for c in cmd]} state {state} in {wchan or '-'}")
+    return seen
 
 
 def test_die_with_parent_leaves_alone_what_it_cannot_guard(monkeypatch):
