@@ -13,7 +13,9 @@ of random size first, so each allocation lands elsewhere); per allocation and va
 calls of the `burst.py` shape (draw the input, y = relu(x) * 1.5, digest y into a device buffer) and one of
 the loop (the same draws and digests of a stored output), each replayed `LOOKS` times and timed by the host
 around replay + synchronize. Variants: the dense digest (2 x n float32 weights, one GEMV), the rank-one
-digest (reads only the output) and the dense digest with L2 flushed before each call; the SM clock (NVML)
+digest (reads only the output), the dense digest with L2 flushed before each call, and the lighter loop
+of `eval/child/hashed.py` (its counter-based draws with the dense digest, and with its sign digest:
+`EvalConfig.clock_draws="fast"`, `clock_digest="hash"`); the SM clock (NVML)
 is sampled during each look, for the other suspect, the GPU's clock state. Prints, per variant,
 the net per call (burst less loop) per allocation and its spread within allocations, between allocations
 of one process, and between processes. Standard library and torch only (and `burst.rank1_width`). A
@@ -34,7 +36,8 @@ N = 1 << 23  # relu_scale's ~20 us size on an H200 (32 MB in, 32 MB out)
 K = 64  # calls per graph: with the dense loop's ~0.1 ms a call, ~7 ms a replay
 REPLAYS = 2
 LOOKS = 5
-VARIANTS = ("dense", "rank1", "dense+flush")
+# digest[+fast: the counter-based draws of eval/child/hashed.py][+flush]; "hash": its sign digest
+VARIANTS = ("dense", "rank1", "dense+flush", "dense+fast", "hash+fast")
 
 
 def _sm_mhz(torch) -> int | None:
@@ -49,10 +52,15 @@ def _sm_mhz(torch) -> int | None:
 def _one(torch, n: int, variant: str, l2: int) -> dict:
     """One variant at one allocation: the model's and the loop's per-call burst times, the net, and the
     call alone under events."""
+    from cuda_agent.eval.child import hashed
     from cuda_agent.eval.child.burst import rank1_width
 
     dev = torch.device("cuda")
-    digest, flush = variant.split("+")[0], variant.endswith("+flush")
+    digest, flush, fast = variant.split("+")[0], "+flush" in variant, "+fast" in variant
+    if (fast or digest == "hash") and (why := hashed.available(dev)) is not None:
+        raise RuntimeError(why)
+    hashed.warm(dev)
+    key = torch.tensor([20261207, 12345], dtype=torch.int32, device=dev)  # the sign digest's (fixed here)
     fl = torch.empty(2 * l2, dtype=torch.uint8, device=dev) if flush else None
     width = rank1_width(n)
     rows = n // width
@@ -61,16 +69,26 @@ def _one(torch, n: int, variant: str, l2: int) -> dict:
     stored = torch.randn(n, device=dev)
     dig = torch.zeros(K, 2, device=dev)
 
+    def draw() -> torch.Tensor:
+        if fast:
+            return hashed.fill(torch.empty(n, device=dev), hashed.fresh_key(dev), "normal", 0.0, 1.0)
+        return torch.randn(n, device=dev)
+
+    def digest_of(y: torch.Tensor, out: torch.Tensor) -> None:
+        if digest == "dense":
+            torch.mv(w, y, out=out)
+        elif digest == "hash":
+            hashed.digest_into(y, key, out)
+        else:
+            torch.sum(torch.mm(y[: rows * width].view(rows, width), w).mul_(v), dim=0, out=out)
+
     def body(model: bool) -> None:
         for i in range(K):
-            x = torch.randn(n, device=dev)
+            x = draw()
             if fl is not None:
                 fl.zero_()
             y = torch.relu(x) * 1.5 if model else stored
-            if digest == "dense":
-                torch.mv(w, y, out=dig[i])
-            else:
-                torch.sum(torch.mm(y[: rows * width].view(rows, width), w).mul_(v), dim=0, out=dig[i])
+            digest_of(y, dig[i])
 
     times = {}
     mhz: list[int | None] = []
@@ -109,16 +127,10 @@ def _one(torch, n: int, variant: str, l2: int) -> dict:
         torch.cuda.synchronize()
         return e0.elapsed_time(e1) / 20
 
-    def dig0() -> None:
-        if digest == "dense":
-            torch.mv(w, stored, out=dig[0])
-        else:
-            torch.sum(torch.mm(stored[: rows * width].view(rows, width), w).mul_(v), dim=0, out=dig[0])
-
     parts = {
         "call_event_ms": each(lambda: torch.relu(x) * 1.5),
-        "draw_event_ms": each(lambda: torch.randn(n, device=dev)),
-        "digest_event_ms": each(dig0),
+        "draw_event_ms": each(draw),
+        "digest_event_ms": each(lambda: digest_of(stored, dig[0])),
         "flush_event_ms": each(fl.zero_) if fl is not None else None,
     }
     return {

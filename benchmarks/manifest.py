@@ -62,7 +62,9 @@ CLOCK_AB = (("none", ""), ("cold", "cold"), ("flush-cold", "flush,cold"))
 # process's); flush: L2 flushed before each burst call, as the events do (the 20 us pairs of 2026-12-06 fell
 # into two clusters of nets, ~10 and ~12.3 us, uncorrelated between neighbouring runs: a per-process factor
 # such as where the buffers sit, not a drift in time, is the first suspect)
-CLOCK_SPREAD = (("dense", ""), ("rank1", "rank1"), ("fresh", "fresh"), ("flush", "flush"))
+# the default clock, the lighter loop (counter-based draws and sign digests, eval/child/hashed.py), and each
+# with every evaluation's own baselines and loop (rank-1 and the flush were measured: docs/throughput.md Call 10)
+CLOCK_SPREAD = (("dense", ""), ("light", "hash,fast"), ("fresh", "fresh"), ("light-fresh", "hash,fast,fresh"))
 X4_OPT_INS = (("none", ""), ("flush", "flush"), ("fresh", "fresh"), ("rank1", "rank1"), ("all", "flush,fresh,rank1"))
 
 
@@ -439,24 +441,25 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement(
         "clock-placement",
         "is the clock's spread between evaluations where a burst's buffers sit? relu at 2^23 floats, 6 "
-        "processes x 3 allocations, dense and rank-1 digests and the flush: the net's spread within an "
-        "allocation, between allocations of one process, and between processes; the SM clock during each "
-        "look; the loop's parts (draw, digest, flush) timed alone",
+        "processes x 3 allocations, dense and rank-1 digests, the flush, and the lighter loop (counter-based "
+        "draws, sign digest): the net's spread within an allocation, between allocations of one process, "
+        "and between processes; the SM clock during each look; the loop's parts (draw, digest, flush) timed alone",
         "28",
         "",
         (
             Step(
                 "clock_placement",
                 ("{py}", "benchmarks/clock_placement.py", "--procs", "6", "--out", "{out}/placement.json"),
-                240,
+                300,
             ),
         ),
-        headline=r"^(variant|dense|rank1)",
+        headline=r"^(variant|dense|rank1|hash)",
     ),
     Measurement(
         "clock-spread",
         "the clock against the events where it spread most (H200, 2026-12-06): row_softmax_wide and "
-        "silu_mul_bf16 3 times each, and the release's 4 us scale_add: dense, rank-1, fresh baselines, flushed",
+        "silu_mul_bf16 3 times each, and the release's 4 us scale_add: the default clock, the lighter loop "
+        "(counter-based draws, sign digests), each with fresh baselines",
         "28",
         "",
         tuple(

@@ -80,6 +80,13 @@ class EvalConfig:
     # 2 x n weight GEMV that also reads W (H100, 2026-12-05: the draws and dense digests cost 0.168 ms a call
     # beside a 0.046 ms kernel, so the clock's net was a small difference of large numbers). Off until measured.
     clock_digest: str = "dense"
+    # "fast": a burst's draws (the task's get_inputs) take their float normals and uniforms from a counter-based
+    # hash (child.hashed), bound by memory, instead of torch's Philox and accurate Box-Muller, bound by arithmetic;
+    # with clock_digest="hash" (signs from the same hash, one read of the output in its own dtype) the loop
+    # is about its memory traffic. On the H200 (2026-12-06) the loop cost about 3x its traffic (relu 2^23:
+    # 0.090 ms a call beside a 0.02 ms kernel; silu_mul_bf16 0.69 ms beside 0.09 ms), and that is what the
+    # clock's spread between evaluations scales with. Off until a GPU has measured it (clock-placement).
+    clock_draws: str = "torch"
     # Flush L2 between each burst call and its digest, on every side (the loop too), so that every digest
     # reads its output from memory. Off until measured: on the H100 (2026-12-05) diag_matmul's net came out
     # 7.6x below its event time, under its speed-of-light floor, while the baselines' matched theirs: a
@@ -115,19 +122,23 @@ def cpu_lane(**overrides) -> EvalConfig:
 
 
 # The evaluator's clock's opt-ins by short name, as the benchmarks' and gpu_check's `--clock` take them.
-CLOCK_OPT_INS = ("flush", "fresh", "rank1", "cold")
+CLOCK_OPT_INS = ("flush", "fresh", "rank1", "cold", "hash", "fast")
 
 
 def clock_opt_ins(names: str) -> dict[str, bool | str]:
     """EvalConfig's fields for the clock's opt-ins named comma-separated ("" for none): flush ->
-    clock_flush, fresh -> clock_fresh_baselines, rank1 -> clock_digest="rank1", cold -> clock_cold_digest.
-    A name not among CLOCK_OPT_INS is a ValueError that names it."""
+    clock_flush, fresh -> clock_fresh_baselines, rank1 -> clock_digest="rank1", hash -> clock_digest="hash",
+    cold -> clock_cold_digest, fast -> clock_draws="fast". A name not among CLOCK_OPT_INS, or both digests,
+    is a ValueError that names it."""
     opts = {o for o in names.split(",") if o}
     if bad := opts - set(CLOCK_OPT_INS):
         raise ValueError(f"unknown --clock opt-in(s) {', '.join(sorted(bad))}; choose from {', '.join(CLOCK_OPT_INS)}")
+    if {"rank1", "hash"} <= opts:
+        raise ValueError("--clock takes one digest: rank1 or hash, not both")
     return {
         "clock_flush": "flush" in opts,
         "clock_fresh_baselines": "fresh" in opts,
-        "clock_digest": "rank1" if "rank1" in opts else "dense",
+        "clock_digest": "rank1" if "rank1" in opts else "hash" if "hash" in opts else "dense",
         "clock_cold_digest": "cold" in opts,
+        "clock_draws": "fast" if "fast" in opts else "torch",
     }

@@ -116,8 +116,9 @@ class BurstPrepare:
     graph: bool = True
     verify: bool = False
     flush: bool = False
-    digest: str = "dense"  # "dense" or "rank1" (child_burst): EvalConfig.clock_digest
+    digest: str = "dense"  # "dense", "rank1" or "hash" (child_burst): EvalConfig.clock_digest
     cold_digest: bool = False
+    draws: str = "torch"  # or "fast" (child.hashed): EvalConfig.clock_draws
     cmd: str = "prepare"
 
 
@@ -153,6 +154,7 @@ class Digests:
     atol: float
     rtol: float
     digest: str = "dense"  # as the burst's BurstPrepare said
+    draws: str = "torch"  # likewise
     cmd: str = "digests"
 
 

@@ -6,7 +6,11 @@ matrix, `normal_` into a buffer, in output order); then, per replay, k times: th
 input set (`get_inputs` under the evaluation device), the call, each output reduced to its
 digests (W @ out, one GEMV into a row of a device buffer; with `digest="rank1"` the bilinear
 v^T X w of the output viewed as an about square matrix, which reads only the output, not W as well:
-the same variance per digest, a third of the memory traffic); with `cold_digest`, L2 is flushed
+the same variance per digest, a third of the memory traffic; with `digest="hash"` sums of +-out_i
+whose signs hash the index under a per-burst key, one read of the output in its own dtype,
+`hashed.digest_into`); with `draws="fast"` the task's float draws come from `hashed`'s counter-based
+generator instead of torch's (the same shapes, dtypes and distributions, bound by memory, not
+arithmetic); with `cold_digest`, L2 is flushed
 between each call and its digest, so the digest reads the output from memory, as the loop's does. `cmd_prepare` makes a side's burst
 ready before any clocked request: learns its outputs' sizes from one call and, on a GPU,
 captures the k calls as one CUDA graph under a dummy seed (a capture that fails is reported,
@@ -28,6 +32,7 @@ digests against the reference and judges the clock's times (`timing/clock.py`).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -36,13 +41,15 @@ from typing import Any
 import torch
 
 from cuda_agent.eval.channel import messages as P
+from cuda_agent.eval.child import hashed
 from cuda_agent.eval.child.state import State, flatten, hijack, make_inputs, seed_all, sync
 from cuda_agent.eval.shared.events import derive_seed, l2_flush_buffer
 
 DIGESTS_PER_OUTPUT = 2  # independent weight rows: a wrong output slips past one with ~10 % chance, past both ~1 %
 MAX_OUTPUTS = 16  # outputs digested per call
 WIDTH = MAX_OUTPUTS * DIGESTS_PER_OUTPUT
-DIGESTS = ("dense", "rank1")
+DIGESTS = ("dense", "rank1", "hash")
+DRAWS = ("torch", "fast")
 RANK1_MIN = 1 << 16  # outputs shorter than this stay dense (their weights are small anyway)
 
 
@@ -72,6 +79,17 @@ class Rank1:
 
 
 @dataclass
+class HashKey:
+    """One output's sign digest (`hashed.digest_into`): its key, drawn per burst, and its element count."""
+
+    key: torch.Tensor
+    n: int
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return (self.key,)
+
+
+@dataclass
 class Plan:
     """One side's prepared burst: its callable, its outputs' sizes, its weight buffers and, on a GPU,
     its captured graph and the graph's digest buffer."""
@@ -85,6 +103,7 @@ class Plan:
     flush: torch.Tensor | None = None  # written before each call: the L2 flush of the event timing
     digest: str = "dense"
     cold: torch.Tensor | None = None  # written between each call and its digest: the digest reads from memory
+    draws: str = "torch"  # "fast": the task's float draws from `hashed` (EvalConfig.clock_draws)
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
@@ -102,6 +121,8 @@ def _weight_buffers(numels: list[int | None], device: torch.device, digest: str 
     for n in numels:
         if n is None:
             out.append(None)
+        elif digest == "hash":
+            out.append(HashKey(torch.zeros(2, dtype=torch.int32, device=device), n))
         elif digest == "rank1" and n >= RANK1_MIN:
             width = rank1_width(n)
             rows = n // width
@@ -119,19 +140,24 @@ def _weight_buffers(numels: list[int | None], device: torch.device, digest: str 
 
 def _weight_tensors(w: Any) -> tuple[torch.Tensor, ...]:
     """The tensors one output's weights draw into, in their drawing order."""
-    return w.tensors() if isinstance(w, Rank1) else () if w is None else (w,)
+    return w.tensors() if isinstance(w, (Rank1, HashKey)) else () if w is None else (w,)
 
 
 def _draw_weights(weights: list[Any]) -> None:
     """The salt's weights, in output order, from the default generator (seeded just before)."""
     for w in weights:
         for t in _weight_tensors(w):
-            t.normal_()
+            if t.dtype == torch.int32:
+                t.random_()  # a sign digest's key
+            else:
+                t.normal_()
 
 
 def _numel_of(w: Any) -> int:
     if isinstance(w, Rank1):
         return int(w.v.shape[0]) * int(w.w.shape[0]) + int(w.tail.shape[1])
+    if isinstance(w, HashKey):
+        return w.n
     return int(w.shape[1])
 
 
@@ -142,11 +168,14 @@ def _digest_into(outs: list[Any], weights: list[Any], row: torch.Tensor) -> None
         w = weights[j] if j < len(weights) else None
         if not isinstance(t, torch.Tensor) or w is None:
             continue
-        x = _flat(t)
+        native = isinstance(w, HashKey) and t.dtype in (torch.float32, torch.float16, torch.bfloat16)
+        x = t.reshape(-1) if native else _flat(t)  # the sign digest reads a float output in its own dtype
         if x.numel() != _numel_of(w):
             continue
         dst = row[DIGESTS_PER_OUTPUT * j : DIGESTS_PER_OUTPUT * (j + 1)]
-        if isinstance(w, Rank1):
+        if isinstance(w, HashKey):
+            hashed.digest_into(x, w.key, dst)
+        elif isinstance(w, Rank1):
             width = int(w.w.shape[0])
             main = int(w.v.shape[0]) * width
             # each row of X against w (one skinny GEMM that reads X once), the rows weighted by v and summed
@@ -157,10 +186,11 @@ def _digest_into(outs: list[Any], weights: list[Any], row: torch.Tensor) -> None
             torch.mv(w, x, out=dst)
 
 
-def _draws(st: State, k: int) -> Iterator[list[Any]]:
-    """The next k input sets from the task's own get_inputs (no reseeding: the sequence's)."""
+def _draws(st: State, k: int, draws: str = "torch") -> Iterator[list[Any]]:
+    """The next k input sets from the task's own get_inputs (no reseeding: the sequence's); with
+    draws "fast", its float draws from `hashed` (the same shapes, dtypes and distributions)."""
     for _ in range(k):
-        with st.device:
+        with st.device, hashed.patched(st.device) if draws == "fast" else contextlib.nullcontext():
             inputs = st.task.get_inputs()
         yield [x.to(st.device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
@@ -168,7 +198,7 @@ def _draws(st: State, k: int) -> Iterator[list[Any]]:
 def _body(st: State, plan: Plan, digests: torch.Tensor) -> None:
     """k calls, each on the next input set (then, with a flush buffer, L2 flushed), digested into
     digests[i]: what a graph captures."""
-    for i, x in enumerate(_draws(st, plan.k)):
+    for i, x in enumerate(_draws(st, plan.k, plan.draws)):
         if plan.flush is not None:
             plan.flush.zero_()
         outs = flatten(plan.fn(*x))
@@ -300,7 +330,7 @@ def _capture(st: State, plan: Plan) -> str | None:
     side = torch.cuda.Stream()
     side.wait_stream(cur)
     with torch.cuda.stream(side):  # torch's advice: warm up on a side stream before capturing
-        for x in _draws(st, 2):
+        for x in _draws(st, 2, plan.draws):
             plan.fn(*x)
     cur.wait_stream(side)
     sync(st)
@@ -327,6 +357,7 @@ def _sequence_digests(
     numels: list[int | None],
     only: set[int] | None = None,
     digest: str = "dense",
+    draws: str = "torch",
 ) -> tuple[torch.Tensor, list[list[Any]]]:
     """The salt's sequence run eagerly: digests of every call (or of `only`), and those calls' outputs."""
     seed_all(salt)
@@ -334,7 +365,7 @@ def _sequence_digests(
     _draw_weights(weights)
     digests = torch.full((k * replays, WIDTH), float("nan"), device=st.device)
     kept: list[list[Any]] = []
-    for c, x in enumerate(_draws(st, k * replays)):
+    for c, x in enumerate(_draws(st, k * replays, draws)):
         if only is not None and c not in only:
             continue  # drawn all the same: the draws must follow the sequence
         outs = flatten(fn(*x))
@@ -348,10 +379,17 @@ def cmd_prepare(st: State, req: P.BurstPrepare) -> dict[str, Any]:
     its graph. Reply {"graph": captured?, "why": why not}. With req.verify (reference), one replay
     is compared with the eager sequence of the same salt, exactly (the draws are the same tensors)."""
     st.bursts.clear()  # one side at a time: each side's bursts follow its prepare (graphs hold memory)
+    if req.draws not in DRAWS:
+        raise ValueError(f"unknown draws {req.draws!r}")
+    if (req.draws == "fast" or req.digest == "hash") and (why := hashed.available(st.device)) is not None:
+        raise RuntimeError(why)  # the same in every child: the evaluation ends with this reason
+    if req.draws == "fast" or req.digest == "hash":
+        hashed.warm(st.device)  # each kernel launched once before any capture (a module may load lazily)
     fn = compiled_or_model(st, req.mode)
     with torch.no_grad():
         numels = _numels(flatten(fn(*make_inputs(st, derive_seed(req.k, -7)))))
-        plan = Plan(fn, req.k, numels, _weight_buffers(numels, st.device, req.digest), digest=req.digest)
+        weights = _weight_buffers(numels, st.device, req.digest)
+        plan = Plan(fn, req.k, numels, weights, digest=req.digest, draws=req.draws)
         if req.flush and st.device.type == "cuda":
             plan.flush = l2_flush_buffer(st.device)
         if req.cold_digest and st.device.type == "cuda":
@@ -363,7 +401,7 @@ def cmd_prepare(st: State, req: P.BurstPrepare) -> dict[str, Any]:
         if why is None and req.verify:
             salt = derive_seed(req.k, -11)
             got = _run(st, plan, salt, 1)
-            want, _ = _sequence_digests(st, fn, salt, req.k, 1, numels, digest=req.digest)
+            want, _ = _sequence_digests(st, fn, salt, req.k, 1, numels, digest=req.digest, draws=req.draws)
             # mismatched draws are unrelated numbers (digests of order sqrt(numel)); GEMV rounding is not
             scale = float(torch.nan_to_num(want, nan=0.0).abs().max()) * 1e-4 + 1e-6
             if not torch.allclose(got, want, rtol=1e-4, atol=scale, equal_nan=True):
@@ -384,7 +422,14 @@ def _run(st: State, plan: Plan, salt: int, replays: int) -> torch.Tensor:
         return out
     out = torch.full((replays * plan.k, WIDTH), float("nan"), device=st.device)
     loop = Plan(
-        plan.fn, replays * plan.k, plan.numels, plan.weights, flush=plan.flush, digest=plan.digest, cold=plan.cold
+        plan.fn,
+        replays * plan.k,
+        plan.numels,
+        plan.weights,
+        flush=plan.flush,
+        digest=plan.digest,
+        cold=plan.cold,
+        draws=plan.draws,
     )
     _body(st, loop, out)
     return out
@@ -414,7 +459,9 @@ def cmd_digests(st: State, req: P.Digests) -> dict[str, Any]:
         numels = _numels(flatten(st.model(*make_inputs(st, derive_seed(req.salt, -3)))))
         only = set(req.calls)
         total = max(only) + 1 if only else 0
-        digests, kept = _sequence_digests(st, st.model, req.salt, total, 1, numels, only, req.digest)
+        if (req.draws == "fast" or req.digest == "hash") and (why := hashed.available(st.device)) is not None:
+            raise RuntimeError(why)
+        digests, kept = _sequence_digests(st, st.model, req.salt, total, 1, numels, only, req.digest, req.draws)
         order = sorted(only)
         rows = digests[order] if order else digests[:0]
         scales = torch.full_like(rows, float("nan"), dtype=torch.float64)

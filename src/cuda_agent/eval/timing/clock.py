@@ -72,7 +72,10 @@ What a candidate that fully controls its process can and cannot do:
   evaluations a 46 us memory-bound kernel's net moved 1.5-6 % (H100, 2026-12-05; docs/throughput.md
   "the evaluator's clock"), so a kernel that close to a milestone's line may land on either side.
   `EvalConfig.clock_flush`, `clock_fresh_baselines` and `clock_digest="rank1"` did not narrow that
-  spread in the same session's A/B and stay off. Per kernel size (H100, 2026-12-06, b21b3ab,
+  spread in the same session's A/B and stay off. The lighter loop (`clock_draws="fast"`,
+  `clock_digest="hash"`: `child/hashed.py`) attacks what the spread scales with, the loop's own cost
+  (on the H200 about 3x its memory traffic, most of it torch's arithmetic-bound normal draws, by
+  estimate); it is off until a GPU has measured it. Per kernel size (H100, 2026-12-06, b21b3ab,
   `benchmarks/clock_leak.py`; docs/throughput.md "Call 7"): lies of 1-10 % moved the time that
   counts by at most 1.4 % at ~100 us and 0.5 % at ~1 ms (the clock's spread there: 0.8 %, 0.2 %), no
   reward above the honest twin's; at ~20 us and ~5 us the clock's own spread of one kernel's net

@@ -177,6 +177,7 @@ def _clock_opt_ins(cfg: EvalConfig) -> list[str]:
         (["flush"] if cfg.clock_flush and cfg.device == "cuda" else [])
         + (["cold"] if cfg.clock_cold_digest and cfg.device == "cuda" else [])
         + ([cfg.clock_digest] if cfg.clock_digest != "dense" else [])
+        + (["fast"] if cfg.clock_draws == "fast" else [])
     )
 
 
@@ -187,7 +188,7 @@ def _prepare(
     return ask(
         child,
         res,
-        P.BurstPrepare(k, mode, graph, verify, "flush" in opts, cfg.clock_digest, "cold" in opts),
+        P.BurstPrepare(k, mode, graph, verify, "flush" in opts, cfg.clock_digest, "cold" in opts, cfg.clock_draws),
         cfg.timing_timeout,
         "trusted_clock",
         P.PrepareReply,
@@ -296,7 +297,7 @@ def check_burst_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task
     n = rec.k * rec.replays
     for b, salt in enumerate(rec.salts):
         calls = sorted(rng.sample(range(n), min(per_burst, n)))
-        want = P.Digests(salt, calls, task.atol, task.rtol, cfg.clock_digest)
+        want = P.Digests(salt, calls, task.atol, task.rtol, cfg.clock_digest, cfg.clock_draws)
         # its own phase: outside the timed section, unlike the bursts ("trusted_clock")
         ref_d = ask(ref, res, want, cfg.correctness_timeout, "burst_check", P.DigestsReply)
         if len(ref_d.digests) != len(calls):

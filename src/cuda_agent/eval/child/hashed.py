@@ -1,0 +1,426 @@
+"""A lighter burst loop for the evaluator's clock: counter-based draws and sign digests (opt-in).
+
+Why: a burst's loop (the task's next input set, then the digests of each output) is measured in the
+reference and taken out of every side's bursts; where it is several times the kernel, the clock's
+net is a small difference of large numbers, and its spread between evaluations is the leak that
+issue 28 measures. On the H200 (2026-12-06, docs/throughput.md "Call 10") the loop cost about 3x
+what its memory traffic alone would take: relu at 2^23 floats 0.090 ms a call, row_softmax_wide
+0.54 ms, silu_mul_bf16 0.69 ms. torch's normal draws (Philox-10 and accurate Box-Muller) are bound
+by arithmetic, not by memory, and at about 0.22 G normals per ms they account for most of each
+(an estimate from those three loops' traffic, to be measured by `benchmarks/clock_placement.py`);
+the dense digest reads a 2 x n fp32 weight matrix besides the output, and a bf16 output is first
+copied to fp32.
+
+What this module gives, per burst draw and per output digest:
+- `patched(device)`: inside it, torch.randn / rand / randn_like / rand_like and Tensor.normal_ /
+  uniform_ on a CUDA float32/float16/bfloat16 tensor (no explicit generator) fill it from a keyed
+  integer hash (murmur3's finaliser, twice) of each element's index: a uniform from 24 of its bits;
+  a normal by Box-Muller over two neighbouring elements' uniforms with the GPU's fast log and sincos.
+  One thread writes two elements: the kernel is bound by the memory write. The key (62 bits) is
+  drawn per call from torch's default generator (`fresh_key`), so the burst's salt decides every
+  draw and a CUDA graph's replays differ as torch's own draws do. Anything else falls through to
+  torch. The task's get_inputs keeps its shapes, dtypes and distributions (normal or uniform), so
+  its kernels see inputs of the same kind; the numbers are not torch's.
+- `digest_into(x, key, dst)`: DIGESTS_PER_OUTPUT sums of +-x_i, each sign one bit of the keyed hash
+  of i: one read of the output in its own dtype (fp32, fp16, bf16; others are copied to fp32 first),
+  no weight matrix. Each digest's variance over the key is the squared norm of the output's error,
+  as the dense digest's, so the reference's tolerance scales hold; an error on one element moves the
+  digest by exactly that error (a normal weight could make it small). Block partial sums, then one
+  sum: deterministic for a given size, so a graph's replay and the eager sequence agree exactly.
+- The CPU lane computes the same hash with torch's integer ops (`_hash_cpu`): the same numbers for
+  the integers, the floats within rounding of the GPU's fast intrinsics. It tests the machinery.
+
+On a GPU the kernels are compiled at run time with NVRTC (`nvrtc_ptx`, no headers) and loaded and
+launched by torch's private driver wrappers (`torch.cuda._utils`): `available` says why not where
+either is missing or fails, and a burst that asks for them then fails with that reason. They are
+compiled once per process, before any timed request (`warm`, about 0.1 s).
+
+Not guaranteed: the statistical quality of a cryptographic generator (none is needed: the key is
+secret only until the request, as torch's seed is); draws for other dtypes, other distributions or
+an explicit generator (torch's own, unchanged); a candidate's process keeping these functions as
+they are (it controls its process: its burst's digests are checked against the reference's, as
+before).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.util
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+DIGESTS_PER_OUTPUT = 2
+MAX_ELEMENTS = (1 << 31) - 1  # per tensor: indices are 32-bit and the launch's ints are C ints
+_THREADS = 256
+_MAX_BLOCKS = 2048  # fixed, not per GPU: the digest's partial sums (and so its rounding) depend on it
+_DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+_M1, _M2 = 0x85EBCA6B, 0xC2B2AE35  # murmur3's fmix32 multipliers
+
+CUDA_SRC = r"""
+// Counter-based draws and sign digests for the evaluator's clock (cuda_agent/eval/child/hashed.py).
+// No headers: NVRTC compiles it with nothing but the built-ins.
+__device__ __forceinline__ unsigned ca_fmix(unsigned h) {
+    h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13; h *= 0xc2b2ae35u; h ^= h >> 16; return h;
+}
+__device__ __forceinline__ unsigned ca_hash(unsigned k0, unsigned k1, unsigned i) {
+    return ca_fmix(ca_fmix(i ^ k0) + k1);
+}
+__device__ __forceinline__ float ca_unit(unsigned h) { return (float)(h >> 8) * 5.9604644775390625e-08f; }
+__device__ __forceinline__ void ca_store(void* out, int dtype, unsigned i, float v) {
+    if (dtype == 0) {
+        ((float*)out)[i] = v;
+    } else if (dtype == 1) {
+        unsigned short h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+        ((unsigned short*)out)[i] = h;
+    } else {
+        unsigned u = __float_as_uint(v);
+        u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even (no NaN here)
+        ((unsigned short*)out)[i] = (unsigned short)(u >> 16);
+    }
+}
+__device__ __forceinline__ float ca_load(const void* x, int dtype, unsigned i) {
+    if (dtype == 0) return ((const float*)x)[i];
+    unsigned short h = ((const unsigned short*)x)[i];
+    if (dtype == 2) return __uint_as_float(((unsigned)h) << 16);
+    float v;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(h));
+    return v;
+}
+// elements [0, n) of out (element i hashes base + i): normals (what=0, mean a, std b) or uniforms in
+// [a, a + b) (what=1); each thread writes a pair, Box-Muller over the pair's two uniforms
+extern "C" __global__ void ca_draw(void* out, const int* key, int dtype, int what, int n, int base, double a, double b) {
+    unsigned k0 = (unsigned)key[0], k1 = (unsigned)key[1];
+    float fa = (float)a, fb = (float)b;
+    unsigned pairs = ((unsigned)n + 1u) >> 1;
+    for (unsigned p = blockIdx.x * blockDim.x + threadIdx.x; p < pairs; p += gridDim.x * blockDim.x) {
+        unsigned i = 2u * p;
+        unsigned h0 = ca_hash(k0, k1, (unsigned)base + i), h1 = ca_hash(k0, k1, (unsigned)base + i + 1u);
+        float v0, v1;
+        if (what == 0) {
+            float u = (float)((h0 >> 8) + 1u) * 5.9604644775390625e-08f;  // (0, 1]
+            float r = sqrtf(-2.0f * __logf(u));
+            float s, c;
+            __sincosf((ca_unit(h1) - 0.5f) * 6.283185307179586f, &s, &c);
+            v0 = fa + fb * r * c;
+            v1 = fa + fb * r * s;
+        } else {
+            v0 = fa + fb * ca_unit(h0);
+            v1 = fa + fb * ca_unit(h1);
+        }
+        ca_store(out, dtype, i, v0);
+        if (i + 1u < (unsigned)n) ca_store(out, dtype, i + 1u, v1);
+    }
+}
+// per block, the two sign sums of x[0, n) (element i hashes base + i) into partial[2 * block + j]
+extern "C" __global__ void ca_digest(const void* x, int dtype, int n, int base, const int* key, float* partial) {
+    unsigned k0 = (unsigned)key[0], k1 = (unsigned)key[1];
+    float a0 = 0.0f, a1 = 0.0f;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < (unsigned)n; i += gridDim.x * blockDim.x) {
+        float v = ca_load(x, dtype, i);
+        unsigned h = ca_hash(k0, k1, (unsigned)base + i);
+        a0 += (h & 0x80000000u) ? -v : v;
+        a1 += (h & 0x40000000u) ? -v : v;
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        a0 += __shfl_down_sync(0xffffffffu, a0, off);
+        a1 += __shfl_down_sync(0xffffffffu, a1, off);
+    }
+    __shared__ float s0[32], s1[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) { s0[warp] = a0; s1[warp] = a1; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t0 = 0.0f, t1 = 0.0f;
+        for (int w = 0; w < (int)(blockDim.x >> 5); ++w) { t0 += s0[w]; t1 += s1[w]; }
+        partial[2 * blockIdx.x] = t0;
+        partial[2 * blockIdx.x + 1] = t1;
+    }
+}
+"""
+
+_kernels: dict[str, Any] = {}
+_unavailable: str | None = None
+
+
+def available(device: torch.device) -> str | None:
+    """None when the GPU kernels are ready in this process (compiled now if need be), else why not.
+    On the CPU lane always None: the torch version needs nothing."""
+    global _unavailable
+    if device.type != "cuda" or _kernels:
+        return None
+    if _unavailable is not None:
+        return _unavailable
+    try:
+        from torch.cuda import _utils as cu  # private: the driver's module loader and kernel launcher
+
+        major, minor = torch.cuda.get_device_capability(device)
+        ptx = nvrtc_ptx(CUDA_SRC, f"compute_{major}{minor}")
+        with torch.cuda.device(device):
+            _kernels.update(cu._cuda_load_module(ptx, ["ca_draw", "ca_digest"]))
+    except Exception as e:  # noqa: BLE001 - NVRTC or the loader missing or failing: reported, never raised here
+        _kernels.clear()
+        _unavailable = f"the counter-based draws could not be compiled: {type(e).__name__}: {e}"[:400]
+    return _unavailable
+
+
+def _nvrtc() -> ctypes.CDLL:
+    """NVRTC, as torch finds it (its pip package or the system's), else by its usual names."""
+    try:
+        from torch.cuda import _utils as cu
+
+        return cu._get_gpu_rtc_library()
+    except Exception:  # noqa: BLE001 - a CPU build of torch has no CUDA version to look up by
+        names = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+        # the pip packages' folders (nvidia/cu13/lib, nvidia/cuda_nvrtc/lib), found, not imported: no code runs
+        spec = importlib.util.find_spec("nvidia")
+        for root in (spec.submodule_search_locations or []) if spec is not None else []:
+            names += sorted(str(p) for p in Path(root).glob("*/lib/libnvrtc.so*") if "builtins" not in p.name)
+        for name in names:
+            with contextlib.suppress(OSError):
+                return ctypes.CDLL(name)
+        raise OSError("no NVRTC library (libnvrtc.so) found") from None
+
+
+def nvrtc_ptx(src: str, arch: str) -> bytes:
+    """PTX for `src` (no headers, none searched: torch's own NVRTC wrapper wants a CUDA_HOME for its
+    include paths, which a pip-only install lacks) for `arch` ("compute_90"); a failure raises with NVRTC's log."""
+    lib = _nvrtc()
+    prog = ctypes.c_void_p()
+
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            log = b""
+            size = ctypes.c_size_t()
+            if lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size)) == 0 and size.value > 1:
+                buf = ctypes.create_string_buffer(size.value)
+                lib.nvrtcGetProgramLog(prog, buf)
+                log = buf.value
+            raise RuntimeError(f"NVRTC {what} failed ({rc}): {log.decode(errors='replace')[:300]}")
+
+    check(lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"hashed.cu", 0, None, None), "create")
+    try:
+        opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17"]
+        check(lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts)), "compile")
+        size = ctypes.c_size_t()
+        check(lib.nvrtcGetPTXSize(prog, ctypes.byref(size)), "PTX size")
+        buf = ctypes.create_string_buffer(size.value)
+        check(lib.nvrtcGetPTX(prog, buf), "PTX")
+        return buf.raw
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def warm(device: torch.device) -> None:
+    """Compile and run each kernel once (before any timed request): a first launch loads the module."""
+    if available(device) is not None:
+        return
+    key = torch.tensor([12345, 678], dtype=torch.int32, device=device)
+    t = torch.empty(1 << 12, device=device)
+    fill(t, key, "normal", 0.0, 1.0)
+    digest_into(t, key, torch.empty(DIGESTS_PER_OUTPUT, device=device))
+
+
+def fresh_key(device: torch.device) -> torch.Tensor:
+    """Two 31-bit words from torch's default generator of `device` (seeded by the burst's salt; graph-safe)."""
+    return torch.empty(2, dtype=torch.int32, device=device).random_()
+
+
+def _need(device: torch.device) -> None:
+    if (why := available(device)) is not None:
+        raise RuntimeError(why)
+
+
+def _blocks(pairs_or_items: int) -> int:
+    return max(1, min(_MAX_BLOCKS, -(-pairs_or_items // _THREADS)))
+
+
+def _chunks(n: int) -> Iterator[tuple[int, int]]:
+    """(base, length) pieces of [0, n), each within a C int."""
+    if n > 2 * MAX_ELEMENTS:
+        raise ValueError(f"a tensor of {n} elements is beyond the counter-based draws' 32-bit index")
+    for base in range(0, n, MAX_ELEMENTS):
+        yield base, min(MAX_ELEMENTS, n - base)
+
+
+def fill(t: torch.Tensor, key: torch.Tensor, what: str, a: float, b: float) -> torch.Tensor:
+    """Fill contiguous `t` (a dtype in _DTYPES) in place: normals (mean a, std b) or uniforms [a, a+b)."""
+    code = 0 if what == "normal" else 1
+    flat = t.view(-1)
+    if t.device.type == "cuda":
+        _need(t.device)
+        for base, n in _chunks(flat.numel()):
+            piece = flat[base : base + n]
+            _kernels["ca_draw"](
+                grid=(_blocks((n + 1) // 2), 1, 1),
+                block=(_THREADS, 1, 1),
+                args=[piece, key, _DTYPES[t.dtype], code, n, base, float(a), float(b)],
+            )
+        return t
+    flat.copy_(_draw_cpu(flat.numel(), key, code, a, b))
+    return t
+
+
+def digest_into(x: torch.Tensor, key: torch.Tensor, dst: torch.Tensor) -> None:
+    """dst[j] = sum_i s_j(i) x_i for j < DIGESTS_PER_OUTPUT, s_j(i) = +-1 from the keyed hash of i
+    (x flat and contiguous; a dtype outside _DTYPES is copied to fp32 first)."""
+    if x.dtype not in _DTYPES:
+        x = x.to(torch.float32)
+    x = x.reshape(-1).contiguous()  # a strided 1-D view reshapes to itself: the kernel reads plain memory
+    if x.device.type != "cuda":
+        h = _hash_cpu(key, 0, x.numel())
+        v = x.to(torch.float64)
+        for j, bit in enumerate((31, 30)):
+            sign = 1.0 - 2.0 * ((h >> bit) & 1).to(torch.float64)
+            dst[j] = (sign * v).sum()
+        return
+    _need(x.device)
+    total = None
+    for base, n in _chunks(x.numel()):
+        blocks = _blocks(n)
+        partial = torch.empty(blocks * DIGESTS_PER_OUTPUT, device=x.device)
+        _kernels["ca_digest"](
+            grid=(blocks, 1, 1),
+            block=(_THREADS, 1, 1),
+            args=[x[base : base + n], _DTYPES[x.dtype], n, base, key, partial],
+        )
+        part = partial.view(blocks, DIGESTS_PER_OUTPUT).sum(dim=0)
+        total = part if total is None else total + part
+    if total is None:
+        dst.zero_()
+    else:
+        dst.copy_(total)
+
+
+# -- the CPU lane's version of the same numbers ------------------------------------------------------
+
+
+def _fmix_cpu(h: torch.Tensor) -> torch.Tensor:
+    mask = 0xFFFFFFFF
+    h = h ^ (h >> 16)
+    h = (h * _M1) & mask
+    h = h ^ (h >> 13)
+    h = (h * _M2) & mask
+    return h ^ (h >> 16)
+
+
+def _hash_cpu(key: torch.Tensor, base: int, n: int) -> torch.Tensor:
+    """The kernels' ca_hash of indices base .. base+n-1 under `key`, as int64 holding uint32 values."""
+    k0, k1 = (int(v) & 0xFFFFFFFF for v in key.tolist()[:2])
+    i = torch.arange(base, base + n, dtype=torch.int64) & 0xFFFFFFFF
+    return _fmix_cpu((_fmix_cpu(i ^ k0) + k1) & 0xFFFFFFFF)
+
+
+def _draw_cpu(n: int, key: torch.Tensor, code: int, a: float, b: float) -> torch.Tensor:
+    h = _hash_cpu(key, 0, n + (n & 1))
+    if code == 1:
+        return (a + b * ((h >> 8).to(torch.float32) * 2.0**-24))[:n]
+    h0, h1 = h[0::2], h[1::2]
+    u = ((h0 >> 8) + 1).to(torch.float32) * 2.0**-24
+    theta = ((h1 >> 8).to(torch.float32) * 2.0**-24 - 0.5) * (2 * math.pi)
+    r = torch.sqrt(-2.0 * torch.log(u))
+    out = torch.stack([a + b * r * torch.cos(theta), a + b * r * torch.sin(theta)], dim=1).reshape(-1)
+    return out[:n]
+
+
+# -- the draws' patch ---------------------------------------------------------------------------------
+
+_ORIGINAL: dict[str, Any] = {}
+
+
+def _size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, ...] | None:
+    if "size" in kwargs:
+        args = (kwargs.pop("size"),)
+    if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
+        args = tuple(args[0])
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in args):
+        return None
+    return tuple(args)
+
+
+def _same(a: torch.device, b: torch.device) -> bool:
+    """ "cuda" and "cuda:0" are one device where either leaves the index to the current one."""
+    return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
+
+
+_PLAIN = {"dtype", "device", "requires_grad", "layout", "memory_format"}
+
+
+def _ours(dtype: torch.dtype, device: torch.device, kwargs: dict[str, Any]) -> bool:
+    """Whether a draw is one this module makes: a float dtype it writes, on the evaluation's device,
+    no generator, out= or other option it does not honour."""
+    if set(kwargs) - _PLAIN or kwargs.get("layout", torch.strided) != torch.strided:
+        return False
+    return dtype in _DTYPES and device.type in ("cuda", "cpu")
+
+
+@contextlib.contextmanager
+def patched(device: torch.device) -> Iterator[None]:
+    """torch's float draws on `device` served by `fill` with a fresh key each (module docstring)."""
+    if _ORIGINAL:  # nested: the outer patch stands
+        yield
+        return
+
+    def make(what: str, like: bool) -> Any:
+        orig = _ORIGINAL[("rand" if what == "uniform" else "randn") + ("_like" if like else "")]
+
+        def draw(*args: Any, **kwargs: Any) -> Any:
+            opts = dict(kwargs)
+            if like:
+                if len(args) != 1 or not isinstance(args[0], torch.Tensor):
+                    return orig(*args, **kwargs)
+                size, dtype = tuple(args[0].shape), opts.pop("dtype", None) or args[0].dtype
+                dev = torch.device(opts.pop("device", None) or args[0].device)
+            else:
+                size = _size(args, opts)
+                dtype = opts.pop("dtype", None) or torch.get_default_dtype()
+                dev = torch.device(opts.pop("device", None) or device)
+            if size is None or not _same(dev, device) or not _ours(dtype, dev, opts):
+                return orig(*args, **kwargs)
+            t = torch.empty(size, dtype=dtype, device=dev)
+            fill(t, fresh_key(dev), what, 0.0, 1.0)
+            return t.requires_grad_(bool(opts.get("requires_grad", False)))
+
+        return draw
+
+    def make_inplace(what: str) -> Any:
+        orig = _ORIGINAL["normal_" if what == "normal" else "uniform_"]
+
+        def draw_(self: torch.Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> torch.Tensor:
+            if (
+                generator is not None
+                or not _same(self.device, device)
+                or self.dtype not in _DTYPES
+                or not self.is_contiguous()
+            ):
+                return orig(self, a, b, generator=generator)
+            return fill(self, fresh_key(device), what, float(a), float(b) if what == "normal" else float(b) - float(a))
+
+        return draw_
+
+    _ORIGINAL.update(
+        randn=torch.randn,
+        rand=torch.rand,
+        randn_like=torch.randn_like,
+        rand_like=torch.rand_like,
+        normal_=torch.Tensor.normal_,
+        uniform_=torch.Tensor.uniform_,
+    )
+    try:
+        torch.randn = make("normal", False)  # type: ignore[assignment]
+        torch.rand = make("uniform", False)  # type: ignore[assignment]
+        torch.randn_like = make("normal", True)  # type: ignore[assignment]
+        torch.rand_like = make("uniform", True)  # type: ignore[assignment]
+        torch.Tensor.normal_ = make_inplace("normal")  # type: ignore[method-assign]
+        torch.Tensor.uniform_ = make_inplace("uniform")  # type: ignore[method-assign]
+        yield
+    finally:
+        torch.randn, torch.rand = _ORIGINAL["randn"], _ORIGINAL["rand"]
+        torch.randn_like, torch.rand_like = _ORIGINAL["randn_like"], _ORIGINAL["rand_like"]
+        torch.Tensor.normal_, torch.Tensor.uniform_ = _ORIGINAL["normal_"], _ORIGINAL["uniform_"]
+        _ORIGINAL.clear()

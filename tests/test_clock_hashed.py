@@ -1,0 +1,291 @@
+"""The evaluator's clock's lighter loop (`child.hashed`): counter-based draws (`EvalConfig.clock_draws =
+"fast"`) and sign digests (`clock_digest = "hash"`).
+
+What must hold for them to stand in for torch's draws and the dense digest: the draws keep the task's
+shapes, dtypes and distributions and follow the burst's salt (the same salt, the same numbers; another
+salt, others); anything the patch does not make falls through to torch unchanged, and torch is restored
+after it; a sign digest's variance over its key is the error's squared norm (the tolerance scales keep
+their meaning), a wrong or skipped output is caught, an error on one element moves it by exactly that
+error; both children compute the same digests for the same salt (the burst and the eager sequence).
+The CPU lane computes the same hash with torch's integer ops; the GPU kernels' agreement with it, and
+whether the loop gets lighter, are GPU figures (tests/test_gpu_clock_hashed.py, benchmarks/clock_placement.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from cuda_agent.eval.channel import messages as P
+from cuda_agent.eval.child import hashed
+from cuda_agent.eval.child.burst import (
+    DIGESTS_PER_OUTPUT,
+    WIDTH,
+    HashKey,
+    Plan,
+    _digest_into,
+    _draw_weights,
+    _run,
+    _sequence_digests,
+    _tolerance_scale,
+    _weight_buffers,
+)
+from cuda_agent.eval.config import clock_opt_ins
+from cuda_agent.eval.timing import clock as tt
+
+CPU = torch.device("cpu")
+N = 100_003
+
+
+def _key(a: int, b: int) -> torch.Tensor:
+    return torch.tensor([a, b], dtype=torch.int32)
+
+
+def _fmix(h: int) -> int:
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def test_the_cpu_hash_is_the_kernels_hash_written_in_python():
+    """murmur3's finaliser twice, keyed, in plain Python integers: torch's int64 version wraps as uint32 does
+    (its products overflow int64 for large words, and only their low 32 bits may count)."""
+    k0, k1 = 0x7FFFFFFF, 0x12345678
+    idx = [0, 1, 2, 77, (1 << 31) + 5, 0xFFFFFFFE]
+    want = [_fmix((_fmix(i ^ k0) + k1) & 0xFFFFFFFF) for i in idx]
+    got = [int(hashed._hash_cpu(_key(k0, k1), i, 1)[0]) for i in idx]
+    assert got == want
+    for name in ("ca_fmix", "0x85ebca6bu", "0xc2b2ae35u", "h >> 13"):  # the kernel spells the same hash
+        assert name in hashed.CUDA_SRC
+
+
+def _nvrtc_here() -> bool:
+    try:
+        hashed._nvrtc()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _nvrtc_here(), reason="no NVRTC library on this machine")
+def test_the_kernels_compile_with_nvrtc_and_no_headers():
+    ptx = hashed.nvrtc_ptx(hashed.CUDA_SRC, "compute_90").rstrip(b"\0").decode()
+    assert ".entry ca_draw(" in ptx and ".entry ca_digest(" in ptx
+    assert "lg2.approx" in ptx and "sin.approx" in ptx  # the fast intrinsics, not libdevice's accurate ones
+    with pytest.raises(RuntimeError, match="NVRTC compile failed"):
+        hashed.nvrtc_ptx("this is not CUDA {", "compute_90")
+
+
+def test_normal_and_uniform_draws_have_their_distributions():
+    t = hashed.fill(torch.empty(400_001), _key(11, 22), "normal", 0.0, 1.0).double()
+    kurt = float(((t - t.mean()) ** 4).mean() / t.var() ** 2)
+    assert abs(float(t.mean())) < 0.01 and abs(float(t.std()) - 1) < 0.01 and abs(kurt - 3) < 0.05
+    q = torch.quantile(t[:100_000].float(), torch.tensor([0.025, 0.5, 0.975]))
+    assert torch.allclose(q, torch.tensor([-1.96, 0.0, 1.96]), atol=0.03), q
+    s = hashed.fill(torch.empty(10_000), _key(11, 22), "normal", 3.0, 0.5)
+    assert abs(float(s.mean()) - 3) < 0.02 and abs(float(s.std()) - 0.5) < 0.02
+    u = hashed.fill(torch.empty(400_000), _key(5, 6), "uniform", -2.0, 4.0)
+    assert float(u.min()) >= -2 and float(u.max()) < 2 and abs(float(u.mean())) < 0.02
+    assert abs(float(u.double().var()) - 16 / 12) < 0.02
+    assert torch.histc(u, bins=8, min=-2, max=2).min() > 0.97 * 50_000  # flat: each eighth within 3 %
+
+
+def test_the_key_decides_every_draw():
+    a = hashed.fill(torch.empty(1000), _key(1, 2), "normal", 0.0, 1.0)
+    assert torch.equal(a, hashed.fill(torch.empty(1000), _key(1, 2), "normal", 0.0, 1.0))
+    for other in (_key(1, 3), _key(2, 2)):
+        b = hashed.fill(torch.empty(1000), other, "normal", 0.0, 1.0)
+        assert abs(float(torch.corrcoef(torch.stack([a, b]))[0, 1])) < 0.15
+
+
+def test_half_precision_draws_are_the_float_draws_rounded():
+    full = hashed.fill(torch.empty(5000), _key(9, 9), "normal", 0.0, 1.0)
+    for dtype in (torch.float16, torch.bfloat16):
+        half = hashed.fill(torch.empty(5000, dtype=dtype), _key(9, 9), "normal", 0.0, 1.0)
+        assert half.dtype == dtype and torch.equal(half, full.to(dtype))
+
+
+def test_the_patch_serves_torchs_float_draws_from_the_salt_and_leaves_the_rest():
+    before = (torch.randn, torch.rand, torch.randn_like, torch.rand_like, torch.Tensor.normal_, torch.Tensor.uniform_)
+    torch.manual_seed(5)
+    with hashed.patched(CPU):
+        a = torch.randn(3, 4)
+        b = torch.rand((2, 5), dtype=torch.bfloat16)
+        c = torch.randn_like(a)
+        z = torch.empty(2000).uniform_(-2, 2)
+        m = torch.empty(2000).normal_(10.0, 0.1)
+        ints = torch.randint(0, 7, (50,))
+        explicit = torch.randn(3, generator=torch.Generator().manual_seed(1))
+        doubles = torch.randn(4, dtype=torch.float64)
+        with hashed.patched(CPU):  # nested: the outer patch stays in force
+            inner = torch.randn(2)
+        after_inner = torch.randn(2)
+    assert (
+        torch.randn,
+        torch.rand,
+        torch.randn_like,
+        torch.rand_like,
+        torch.Tensor.normal_,
+        torch.Tensor.uniform_,
+    ) == before
+    torch.manual_seed(5)
+    assert torch.equal(a, hashed.fill(torch.empty(3, 4), hashed.fresh_key(CPU), "normal", 0.0, 1.0))
+    assert b.shape == (2, 5) and b.dtype == torch.bfloat16 and float(b.min()) >= 0 and c.shape == a.shape
+    assert float(z.min()) >= -2 and float(z.max()) < 2 and abs(float(m.mean()) - 10) < 0.01
+    assert ints.dtype == torch.int64 and 0 <= int(ints.min()) and int(ints.max()) < 7
+    assert torch.equal(explicit, torch.randn(3, generator=torch.Generator().manual_seed(1)))  # torch's own
+    assert doubles.dtype == torch.float64 and inner.shape == after_inner.shape == (2,)
+
+
+def test_a_sign_digests_variance_is_the_errors_squared_norm_and_one_element_moves_it_exactly():
+    g = torch.Generator().manual_seed(0)
+    e = torch.randn(N, generator=g) * torch.linspace(0.1, 2.0, N)
+    norm2 = float(e.double().pow(2).sum())
+    sq = []
+    for s in range(300):
+        d = torch.empty(DIGESTS_PER_OUTPUT)
+        hashed.digest_into(e, _key(1000 + s, 7 * s), d)
+        sq.append(float(d.double().pow(2).mean()))
+    assert sum(sq) / len(sq) == pytest.approx(norm2, rel=0.2)
+    x = torch.randn(N, generator=g)
+    base, moved = torch.empty(2), torch.empty(2)
+    hashed.digest_into(x, _key(3, 4), base)
+    y = x.clone()
+    y[4321] += 2.5
+    hashed.digest_into(y, _key(3, 4), moved)
+    assert torch.allclose((moved - base).abs(), torch.full((2,), 2.5), atol=1e-6)
+
+
+def test_half_precision_outputs_are_digested_in_their_own_dtype():
+    x = torch.randn(N).to(torch.bfloat16)
+    native, widened = torch.empty(2), torch.empty(2)
+    hashed.digest_into(x, _key(8, 8), native)
+    hashed.digest_into(x.float(), _key(8, 8), widened)
+    assert torch.allclose(native, widened, rtol=1e-6, atol=1e-6)
+    ints, as_float = torch.empty(2), torch.empty(2)
+    hashed.digest_into(torch.arange(1000), _key(8, 8), ints)  # another dtype: copied to fp32 first
+    hashed.digest_into(torch.arange(1000).float(), _key(8, 8), as_float)
+    assert torch.equal(ints, as_float)
+
+
+def _sign_digest(x: torch.Tensor, seed: int) -> list[float]:
+    torch.manual_seed(seed)
+    w = _weight_buffers([x.numel()], CPU, "hash")
+    _draw_weights(w)
+    row = torch.full((WIDTH,), float("nan"))
+    _digest_into([x], w, row)
+    return row[:DIGESTS_PER_OUTPUT].tolist()
+
+
+@pytest.mark.slow
+def test_honest_outputs_pass_and_wrong_or_skipped_ones_fail_under_sign_digests():
+    """Over 200 keys: an honest output (errors well within atol/rtol) always passes; one with every
+    seventh element off by 5, or with all work skipped, is caught nearly always (as the dense digest's
+    test in tests/test_clock_digest.py asks)."""
+    g = torch.Generator().manual_seed(5)
+    ref = torch.randn(N, generator=g)
+    scale = float(_tolerance_scale(ref, 1e-2, 1e-2))
+    honest = ref + 1e-3 * torch.randn(N, generator=g)
+    wrong = ref.clone()
+    wrong[::7] += 5.0
+    skipped = torch.zeros_like(ref)
+    passed = missed_wrong = missed_skip = 0
+    for s in range(200):
+        r = _sign_digest(ref, 5000 + s)
+        passed += tt.digest_mismatch(_sign_digest(honest, 5000 + s), r, [scale] * 2) is None
+        missed_wrong += tt.digest_mismatch(_sign_digest(wrong, 5000 + s), r, [scale] * 2) is None
+        missed_skip += tt.digest_mismatch(_sign_digest(skipped, 5000 + s), r, [scale] * 2) is None
+    assert passed == 200 and missed_wrong <= 6 and missed_skip <= 6, (passed, missed_wrong, missed_skip)
+
+
+def test_the_burst_loop_and_the_eager_sequence_agree_under_fast_draws_and_sign_digests():
+    """What the reference digests for the sampled calls equals what the candidate's burst computed, call by
+    call, for the same salt; a different salt draws other inputs and keys; the draws are not torch's."""
+
+    def get_inputs():
+        return [torch.randn(N), torch.rand(N // 2, dtype=torch.bfloat16)]
+
+    st = SimpleNamespace(device=CPU, task=SimpleNamespace(get_inputs=get_inputs))
+
+    def fn(x, y):
+        return [torch.relu(x) * 1.5, y * 2]
+
+    numels = [N, N // 2]
+    weights = _weight_buffers(numels, CPU, "hash")
+    assert all(isinstance(w, HashKey) for w in weights)
+    plan = Plan(fn, 3, numels, weights, digest="hash", draws="fast")
+    got = _run(st, plan, 1234, 2)  # type: ignore[arg-type]
+    want, kept = _sequence_digests(st, fn, 1234, 3, 2, numels, digest="hash", draws="fast")  # type: ignore[arg-type]
+    n_dig = 2 * DIGESTS_PER_OUTPUT
+    assert not torch.isnan(got[:, :n_dig]).any() and torch.equal(got[:, :n_dig], want[:, :n_dig])
+    other = _run(st, plan, 1235, 2)  # type: ignore[arg-type]
+    assert not torch.allclose(other[:, :n_dig], got[:, :n_dig])
+    torch_drawn, _ = _sequence_digests(st, fn, 1234, 3, 2, numels, digest="hash")  # type: ignore[arg-type]
+    assert not torch.allclose(torch_drawn[:, :n_dig], want[:, :n_dig])
+    assert kept[0][1].dtype == torch.bfloat16
+
+
+def test_the_draws_travel_in_both_requests_and_the_opt_ins_name_them():
+    for req in (
+        P.BurstPrepare(8, "model", True, False, False, "hash", False, "fast"),
+        P.Digests(9, [1, 2], 1e-2, 1e-2, "hash", "fast"),
+    ):
+        assert P.request_from_wire(P.to_wire(req)) == req and req.draws == "fast" and req.digest == "hash"
+    assert P.BurstPrepare(8).draws == "torch" and P.Digests(9, [1], 1e-2, 1e-2).draws == "torch"
+    opts = clock_opt_ins("hash,fast")
+    assert opts["clock_digest"] == "hash" and opts["clock_draws"] == "fast"
+    assert clock_opt_ins("")["clock_draws"] == "torch"
+    with pytest.raises(ValueError, match="one digest"):
+        clock_opt_ins("rank1,hash")
+
+
+def test_without_nvrtc_a_gpu_burst_says_why(monkeypatch):
+    """No NVRTC (or a failing one): `available` gives the reason, once, and nothing is raised there."""
+    monkeypatch.setattr(hashed, "_kernels", {})
+    monkeypatch.setattr(hashed, "_unavailable", None)
+
+    def missing():
+        raise OSError("no NVRTC library (libnvrtc.so) found")
+
+    monkeypatch.setattr(hashed, "_nvrtc", missing)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    why = hashed.available(torch.device("cuda"))
+    assert why is not None and "could not be compiled" in why and "libnvrtc" in why
+    assert hashed.available(torch.device("cuda")) == why and hashed.available(CPU) is None
+    with pytest.raises(RuntimeError, match="could not be compiled"):
+        hashed._need(torch.device("cuda"))
+    assert isinstance(ctypes.c_void_p(), ctypes.c_void_p)
+
+
+@pytest.mark.slow
+def test_the_lighter_loop_runs_end_to_end_on_the_cpu_lane(tmp_path, cache_env):
+    """clock_draws="fast" and clock_digest="hash" through a whole evaluation in real children (the CPU
+    lane): the candidate's burst digests must match the reference's for the sampled calls, or the
+    evaluation ends INCORRECT ("wrong output in the back-to-back calls"). The verdict is not asserted
+    (the CPU lane's host clock follows the machine's load; see tests/test_clock_digest.py)."""
+    import shutil
+
+    from conftest import FIXTURES, cpu_cfg
+
+    from cuda_agent.eval.api import evaluate_workspace
+    from cuda_agent.eval.judge.result import Status
+    from cuda_agent.task import Task
+    from cuda_agent.task.workspace import init_workspace
+
+    lane = FIXTURES / "cpu_lane"
+    src = (lane / "task.py").read_text()
+    assert "torch.randn(" in src
+    ws = init_workspace(Task.from_source(src, name="relu2_fast"), tmp_path / "ws")
+    shutil.copytree(lane / "kernels", ws / "kernels", dirs_exist_ok=True)
+    shutil.copy(lane / "model_new.py", ws / "model_new.py")
+    r = evaluate_workspace(ws, config=cpu_cfg(reuse_results=False, clock_digest="hash", clock_draws="fast"))
+    assert r.status is Status.OK or (r.status is Status.REJECTED and "timing-forged" in r.message), (
+        r.message,
+        r.log[-1500:],
+    )
+    assert "burst_check" in r.phases_s and r.trusted_mode == "host+hash+fast" and r.trusted_ms is not None
