@@ -402,6 +402,36 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         headline=r"^(BAR |  )",
     ),
     Measurement(
+        "clock-light",
+        "the lighter loop (counter-based draws, sign digests: --clock hash,fast) against issue 28's bars: "
+        "row_softmax_wide and silu_mul_bf16 3 times each (and the release's scale_add), then 8 honest and "
+        "8 forger (x0.9) relu_scale evaluations at ~20 us, alternating",
+        "28",
+        "",
+        (
+            Step("examples-light", _examples_under("hash,fast", 3, "row_softmax_wide", "silu_mul_bf16"), 130),
+            Step(
+                "clock_leak",
+                (
+                    "{py}",
+                    "benchmarks/clock_leak.py",
+                    "--pairs",
+                    "8",
+                    "--sizes",
+                    "~20 us",
+                    "--factor",
+                    "0.9",
+                    "--clock",
+                    "hash,fast",
+                    "--out",
+                    "{out}/leak_pairs_light.json",
+                ),
+                240,
+            ),
+        ),
+        headline=r"^(examples keep|  \S+: alone |  \S+: clock/events|passed \d|failed: |size|~)",
+    ),
+    Measurement(
         "clock-probe",
         "the graph-burst probe of the evaluator's clock per size: per-call wall time, spread, the "
         "events against the graph, the host loop",
