@@ -108,6 +108,8 @@ def test_half_precision_draws_are_the_float_draws_rounded():
     for dtype in (torch.float16, torch.bfloat16):
         half = hashed.fill(torch.empty(5000, dtype=dtype), _key(9, 9), "normal", 0.0, 1.0)
         assert half.dtype == dtype and torch.equal(half, full.to(dtype))
+        u = hashed.fill(torch.empty(1 << 16, dtype=dtype), _key(9, 9), "uniform", 0.0, 1.0)
+        assert float(u.max()) < 1.0 and float(u.min()) >= 0.0  # one that rounds up to 1 is stored as 0, as torch does
 
 
 def test_the_patch_serves_torchs_float_draws_from_the_salt_and_leaves_the_rest():

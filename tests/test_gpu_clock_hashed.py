@@ -33,6 +33,8 @@ def test_the_kernels_compile_and_match_the_cpu_hash():
         half = hashed.fill(torch.empty(n, dtype=dtype, device=GPU), k_gpu, "normal", 0.0, 1.0).cpu()
         full = hashed.fill(torch.empty(n, device=GPU), k_gpu, "normal", 0.0, 1.0).cpu()
         assert torch.equal(half, full.to(dtype)), dtype  # rounded to nearest even, as torch rounds
+        u_half = hashed.fill(torch.empty(n, dtype=dtype, device=GPU), k_gpu, "uniform", 0.0, 1.0).cpu()
+        assert torch.equal(u_half, hashed.fill(torch.empty(n, dtype=dtype), k_cpu, "uniform", 0.0, 1.0)), dtype
 
 
 def test_the_sign_digest_kernel_matches_the_cpu_sum_in_every_dtype():

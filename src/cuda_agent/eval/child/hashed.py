@@ -71,26 +71,35 @@ __device__ __forceinline__ unsigned ca_hash(unsigned k0, unsigned k1, unsigned i
     return ca_fmix(ca_fmix(i ^ k0) + k1);
 }
 __device__ __forceinline__ float ca_unit(unsigned h) { return (float)(h >> 8) * 5.9604644775390625e-08f; }
-__device__ __forceinline__ void ca_store(void* out, int dtype, unsigned i, float v) {
-    if (dtype == 0) {
-        ((float*)out)[i] = v;
-    } else if (dtype == 1) {
+__device__ __forceinline__ unsigned short ca_half(int dtype, float v) {
+    if (dtype == 1) {
         unsigned short h;
         asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-        ((unsigned short*)out)[i] = h;
-    } else {
-        unsigned u = __float_as_uint(v);
-        u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even (no NaN here)
-        ((unsigned short*)out)[i] = (unsigned short)(u >> 16);
+        return h;
     }
+    unsigned u = __float_as_uint(v);
+    u += 0x7fffu + ((u >> 16) & 1u);  // bf16: round to nearest even (no NaN here)
+    return (unsigned short)(u >> 16);
 }
-__device__ __forceinline__ float ca_load(const void* x, int dtype, unsigned i) {
-    if (dtype == 0) return ((const float*)x)[i];
-    unsigned short h = ((const unsigned short*)x)[i];
+__device__ __forceinline__ float ca_widen(int dtype, unsigned short h) {
     if (dtype == 2) return __uint_as_float(((unsigned)h) << 16);
     float v;
     asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(h));
     return v;
+}
+// a uniform in [lo, hi) that rounds up to hi in its dtype is stored as lo, as torch's uniform_ does
+__device__ __forceinline__ void ca_store(void* out, int dtype, unsigned i, float v, bool upper, float lo, float hi) {
+    if (dtype == 0) {
+        ((float*)out)[i] = (upper && v >= hi) ? lo : v;
+        return;
+    }
+    unsigned short h = ca_half(dtype, v);
+    if (upper && ca_widen(dtype, h) >= hi) h = ca_half(dtype, lo);
+    ((unsigned short*)out)[i] = h;
+}
+__device__ __forceinline__ float ca_load(const void* x, int dtype, unsigned i) {
+    if (dtype == 0) return ((const float*)x)[i];
+    return ca_widen(dtype, ((const unsigned short*)x)[i]);
 }
 // elements [0, n) of out (element i hashes base + i): normals (what=0, mean a, std b) or uniforms in
 // [a, a + b) (what=1); each thread writes a pair, Box-Muller over the pair's two uniforms
@@ -113,8 +122,8 @@ extern "C" __global__ void ca_draw(void* out, const int* key, int dtype, int wha
             v0 = fa + fb * ca_unit(h0);
             v1 = fa + fb * ca_unit(h1);
         }
-        ca_store(out, dtype, i, v0);
-        if (i + 1u < (unsigned)n) ca_store(out, dtype, i + 1u, v1);
+        ca_store(out, dtype, i, v0, what == 1, fa, fa + fb);
+        if (i + 1u < (unsigned)n) ca_store(out, dtype, i + 1u, v1, what == 1, fa, fa + fb);
     }
 }
 // per block, the two sign sums of x[0, n) (element i hashes base + i) into partial[2 * block + j]
@@ -262,7 +271,11 @@ def fill(t: torch.Tensor, key: torch.Tensor, what: str, a: float, b: float) -> t
                 args=[piece, key, _DTYPES[t.dtype], code, n, base, float(a), float(b)],
             )
         return t
-    flat.copy_(_draw_cpu(flat.numel(), key, code, a, b))
+    v = _draw_cpu(flat.numel(), key, code, a, b).to(t.dtype)
+    if code == 1:  # one that rounds up to the interval's end is its start (the kernel's ca_store)
+        top = torch.tensor(a, dtype=torch.float32) + torch.tensor(b, dtype=torch.float32)
+        v = torch.where(v.float() >= top, torch.tensor(a, dtype=t.dtype), v)
+    flat.copy_(v)
     return t
 
 
