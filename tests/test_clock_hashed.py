@@ -291,3 +291,15 @@ def test_the_lighter_loop_runs_end_to_end_on_the_cpu_lane(tmp_path, cache_env):
         r.log[-1500:],
     )
     assert "burst_check" in r.phases_s and r.trusted_mode == "host+hash+fast" and r.trusted_ms is not None
+
+
+def test_children_compile_the_lighter_loop_at_cuda_start_only_when_it_is_asked_for():
+    """NVRTC's compile belongs with CUDA's start (a spare does it while its caller is idle), not in a
+    burst's prepare; an evaluation that does not ask for the lighter loop never pays it."""
+    from cuda_agent.eval.channel import children
+    from cuda_agent.eval.config import EvalConfig
+
+    assert not children._light_loop(EvalConfig(device="cuda"))
+    assert children._light_loop(EvalConfig(device="cuda", clock_draws="fast"))
+    assert children._light_loop(EvalConfig(device="cuda", clock_digest="hash"))
+    assert not children._light_loop(EvalConfig(device="cpu", clock_draws="fast", clock_digest="hash"))

@@ -196,6 +196,12 @@ def spawn(cfg: Any, precision: str, gpu_key: str | None = None) -> Pair:
     return pair
 
 
+def _light_loop(cfg: Any) -> bool:
+    """Whether the clock's lighter loop is asked for (child.hashed): its kernels are then compiled
+    when the child starts CUDA, not in the first burst's prepare."""
+    return cfg.device == "cuda" and (cfg.clock_draws == "fast" or cfg.clock_digest == "hash")
+
+
 def _spawn(cfg: Any, precision: str, gated: bool) -> Pair:
     stack = ExitStack()
     try:
@@ -217,7 +223,8 @@ def _spawn(cfg: Any, precision: str, gated: bool) -> Pair:
                 warm_cuda=cfg.device == "cuda" and not gated,
                 wrap=partial(box.wrap, writable=rw) if box is not None and role == "candidate" else None,
                 child_args=(("--warm-oplog",) if cfg.runtime_guards and role == "candidate" else ())
-                + (("--warm-cuda-on-go",) if gated else ()),
+                + (("--warm-cuda-on-go",) if gated else ())
+                + (("--warm-light-loop",) if _light_loop(cfg) else ()),
             )
             stack.callback(kids[role].close)
         return Pair(spec(cfg, precision), kids["reference"], kids["candidate"], io["candidate"], word, stack)

@@ -60,6 +60,7 @@ import torch
 
 from cuda_agent.eval.channel import messages as P
 from cuda_agent.eval.channel.tensorfile import TensorFileError, load_tensors, save_tensors
+from cuda_agent.eval.child import hashed
 from cuda_agent.eval.child.burst import (
     cmd_burst,
     cmd_digests,
@@ -402,11 +403,15 @@ def _is_cuda_error(e: BaseException) -> bool:
     return "CUDA" in type(e).__name__ or "CUDA error" in str(e) or "cuda" in type(e).__module__.lower()
 
 
-def _warm_cuda(role: str) -> None:
+def _warm_cuda(role: str, light_loop: bool = False) -> None:
     try:  # a failure here shows up again at setup
         torch.cuda.init()
         torch.empty(1, device="cuda")
         warm_digest_path(torch.device("cuda", 0))
+        if (
+            light_loop
+        ):  # NVRTC's compile (~0.1 s) here, not inside a burst's prepare (a failure: there, with its reason)
+            hashed.warm(torch.device("cuda", 0))
         if role == "reference":
             # the compare's kernels (float64 casts, isfinite, reductions), lazily loaded on first use:
             # the reference's first compare took 0.08-0.09 s on the H200, later ones 0.011 s
@@ -428,13 +433,18 @@ def main(argv: list[str] | None = None) -> int:
         "--warm-oplog", action="store_true", help="pay the op log's first-use cost before the first command"
     )
     ap.add_argument(
+        "--warm-light-loop",
+        action="store_true",
+        help="with CUDA's start, compile the clock's lighter loop (child.hashed)",
+    )
+    ap.add_argument(
         "--warm-cuda-on-go",
         action="store_true",
         help="say 'imported' once started, then start CUDA when the first command is warm_cuda",
     )
     a = ap.parse_args(argv)
     if a.warm_cuda:
-        _warm_cuda(a.role)  # overlaps the parent's build
+        _warm_cuda(a.role, a.warm_light_loop)  # overlaps the parent's build
     if a.warm_oplog:
         # The first dispatch mode entered in a process costs about a second of lazy
         # imports: pay it now, while the parent builds, not inside the correctness runs.
@@ -451,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         if not line:
             return 0  # the parent closed the pipe: a discarded spare
         if json.loads(line).get("cmd") == "warm_cuda":
-            _warm_cuda(a.role)
+            _warm_cuda(a.role, a.warm_light_loop)
             os.write(a.fd_out, b'{"ok": true, "stage": "cuda"}\n')
         else:
             first = [line]  # not the go: an ordinary command (or the exit), handled below
