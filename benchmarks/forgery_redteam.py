@@ -311,7 +311,7 @@ def main() -> int:
         default="",
         help="comma-separated opt-ins of the evaluator's clock: flush "
         "(EvalConfig.clock_flush), fresh (EvalConfig.clock_fresh_baselines), rank1 (EvalConfig.clock_digest), "
-        "cold (EvalConfig.clock_cold_digest)",
+        "cold (EvalConfig.clock_cold_digest), hash (EvalConfig.clock_digest), fast (EvalConfig.clock_draws)",
     )
     ap.add_argument(
         "--judge",

@@ -343,7 +343,7 @@ def main() -> int:
         default="",
         metavar="OPT-INS",
         help="the examples under these opt-ins of the evaluator's clock, comma-separated: "
-        "flush, fresh, rank1, cold (EvalConfig.clock_*; issue 28's A/B)",
+        "flush, fresh, rank1, cold, hash, fast (EvalConfig.clock_*; issue 28's A/B)",
     )
     ap.add_argument(
         "--example-shared",
