@@ -106,6 +106,24 @@ def _relu_forgers(clock: str, factors: tuple[str, ...], out: str) -> tuple[str, 
     )
 
 
+def _leak_pairs(clock: str, out: str) -> tuple[str, ...]:
+    """benchmarks/clock_leak.py's 8 honest/forger (x0.9) pairs at ~20 us under the clock's opt-ins `clock`."""
+    flags = ("--clock", clock) if clock else ()
+    return (
+        "{py}",
+        "benchmarks/clock_leak.py",
+        "--pairs",
+        "8",
+        "--sizes",
+        "~20 us",
+        "--factor",
+        "0.9",
+        *flags,
+        "--out",
+        "{out}/" + out,
+    )
+
+
 def _forgery_full(task: str) -> tuple[str, ...]:
     return ("{py}", "benchmarks/forgery_redteam.py", "--tasks", task, "--runs", "3", "--out", "{out}/forgery.json")
 
@@ -339,24 +357,7 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "of relu_scale, alternating; the difference of the means in standard errors",
         "28",
         "",
-        (
-            Step(
-                "clock_leak",
-                (
-                    "{py}",
-                    "benchmarks/clock_leak.py",
-                    "--pairs",
-                    "8",
-                    "--sizes",
-                    "~20 us",
-                    "--factor",
-                    "0.9",
-                    "--out",
-                    "{out}/leak_pairs.json",
-                ),
-                240,
-            ),
-        ),
+        (Step("clock_leak", _leak_pairs("", "leak_pairs.json"), 240),),
         headline=r"^size|^~",
     ),
     # The full red team is two calls since both tasks in one ran past 534 s (H100, 0467285): relu_scale
@@ -410,24 +411,7 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "",
         (
             Step("examples-light", _examples_under("hash,fast", 3, "row_softmax_wide", "silu_mul_bf16"), 130),
-            Step(
-                "clock_leak",
-                (
-                    "{py}",
-                    "benchmarks/clock_leak.py",
-                    "--pairs",
-                    "8",
-                    "--sizes",
-                    "~20 us",
-                    "--factor",
-                    "0.9",
-                    "--clock",
-                    "hash,fast",
-                    "--out",
-                    "{out}/leak_pairs_light.json",
-                ),
-                240,
-            ),
+            Step("clock_leak", _leak_pairs("hash,fast", "leak_pairs_light.json"), 240),
         ),
         headline=r"^(examples keep|  \S+: alone |  \S+: clock/events|passed \d|failed: |size|~)",
     ),
