@@ -83,6 +83,7 @@ def test_the_kernels_compile_with_nvrtc_and_no_headers():
 
 def test_normal_and_uniform_draws_have_their_distributions():
     t = hashed.fill(torch.empty(400_001), _key(11, 22), "normal", 0.0, 1.0).double()
+    assert torch.isfinite(t).all()
     kurt = float(((t - t.mean()) ** 4).mean() / t.var() ** 2)
     assert abs(float(t.mean())) < 0.01 and abs(float(t.std()) - 1) < 0.01 and abs(kurt - 3) < 0.05
     q = torch.quantile(t[:100_000].float(), torch.tensor([0.025, 0.5, 0.975]))

@@ -28,7 +28,11 @@ def test_the_kernels_compile_and_match_the_cpu_hash():
     assert torch.equal(u_gpu, u_cpu)  # 24 bits of the same hash, scaled by a power of two: exact
     z_gpu = hashed.fill(torch.empty(n, device=GPU), k_gpu, "normal", 0.0, 1.0).cpu()
     z_cpu = hashed.fill(torch.empty(n), k_cpu, "normal", 0.0, 1.0)
-    assert torch.allclose(z_gpu, z_cpu, rtol=1e-4, atol=1e-4)  # the GPU's fast log and sincos
+    assert torch.isfinite(z_gpu).all()
+    # the GPU's fast log and sincos: their absolute error (~2^-22) is up to ~5e-4 of a normal where u is
+    # within 2^-20 of 1 (r = sqrt(-2 log u) is tiny there), far less elsewhere
+    assert torch.allclose(z_gpu, z_cpu, rtol=1e-4, atol=1e-3)
+    assert float((z_gpu - z_cpu).abs().median()) < 1e-5
     for dtype in (torch.float16, torch.bfloat16):
         half = hashed.fill(torch.empty(n, dtype=dtype, device=GPU), k_gpu, "normal", 0.0, 1.0).cpu()
         full = hashed.fill(torch.empty(n, device=GPU), k_gpu, "normal", 0.0, 1.0).cpu()

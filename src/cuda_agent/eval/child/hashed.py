@@ -113,7 +113,8 @@ extern "C" __global__ void ca_draw(void* out, const int* key, int dtype, int wha
         float v0, v1;
         if (what == 0) {
             float u = (float)((h0 >> 8) + 1u) * 5.9604644775390625e-08f;  // (0, 1]
-            float r = sqrtf(-2.0f * __logf(u));
+            // the fast log's absolute error (~2^-22) may put log(u) above 0 for u just under 1: clamp, not NaN
+            float r = sqrtf(fmaxf(-2.0f * __logf(u), 0.0f));
             float s, c;
             __sincosf((ca_unit(h1) - 0.5f) * 6.283185307179586f, &s, &c);
             v0 = fa + fb * r * c;
