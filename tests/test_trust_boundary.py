@@ -318,6 +318,20 @@ def test_the_cpu_lanes_floor_absorbs_its_baselines_drift_and_charges_for_it():
     assert liar.kind == "unconfirmed" and liar.flagged  # a lie past the lane's noise is still seen
 
 
+def test_the_cpu_lane_rejects_only_what_the_candidates_own_net_also_calls_a_lie():
+    """The RL smoke's honest relu on a loaded CPU lane (2026-12-07): eager's net 0.0052 ms against its
+    0.027 ms of events put the candidate at 7.9x its claim on eager's scale, past the lane's 5x, while
+    its own net was 1.5x its claim. It is flagged, not rejected; a 20x lie is still rejected; the GPU's
+    bounds keep their rule (nets sit a steady fraction under their events there)."""
+    eager = tt.Side("eager", 0.02698, 0.00521, 0.0002)
+    honest = tt.judge(0.09298, 0.1424, 0.002, [eager], "host", enqueue_ms=0.09298, bounds=tt.HOST_LANE_BOUNDS)
+    assert honest.kind == "unconfirmed" and honest.flagged and honest.equiv_ms / 0.09298 > tt.HOST_LANE_FORGED
+    liar = tt.judge(0.1424 / 20, 0.1424, 0.002, [eager], "host", enqueue_ms=0.1424 / 20, bounds=tt.HOST_LANE_BOUNDS)
+    assert liar.kind == "forged"
+    gpu = tt.judge(0.09298, 0.1424, 0.002, [eager], "graph", bounds=tt.Bounds(tt.TOL_FLOOR, tt.TOL_CAP, 5.0))
+    assert gpu.kind == "forged"  # without `own`, the same figures are a rejection
+
+
 def test_without_like_for_like_baselines_no_milestone_stands():
     v = tt.Verdict("unconfirmed", 0.1, 0.1, {}, False, False, "x", grants=False)
     assert tt.milestones(v, 1.0, 0.5) == (False, False)

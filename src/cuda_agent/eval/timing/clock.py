@@ -52,8 +52,8 @@ per side, at least `JITTER_MS` per burst), clamped to [TOL_FLOOR, TOL_CAP] (the 
 when it is `FORGED_WARN` or more times faster than the clock; a rejection (reward -1) when it is
 `FORGED` or more times faster in graph mode (or, in host mode, faster than even its own reported
 host time per call explains) by every baseline's scale, each read at the edge of its noise least
-against the candidate, and the candidate's net stands clear of its own noise: a rejection needs
-evidence every side agrees on, where the time that counts takes the side least in its favour. The clock's time is charged its tolerance (the largest tol_X), so a
+against the candidate, and the candidate's net stands clear of its own noise (on the CPU lane, also
+by the candidate's own net against its claim: `Bounds.own`): a rejection needs evidence every side agrees on, where the time that counts takes the side least in its favour. The clock's time is charged its tolerance (the largest tol_X), so a
 milestone stands only where the clock confirms it beyond its measured noise; in host mode (a burst
 bound by Python) that noise, and so the charge, is larger. Where the candidate's net does not
 stand clear of its noise no milestone is granted: the clock confirms nothing it cannot see; where a
@@ -159,15 +159,22 @@ FORGED = 2.0  # ... and this many times (graph mode) is rejected
 
 @dataclass(frozen=True)
 class Bounds:
-    """One lane's bounds on the verdict: the tolerance's floor and cap, and the rejection's factor."""
+    """One lane's bounds on the verdict: the tolerance's floor and cap, and the rejection's factor.
+    `own`: a rejection also needs the candidate's own net, at the edge of its noise, `forged` times its
+    claim. The CPU lane's: there a baseline's net and events part by several times under load (CI-like
+    load, 2026-12-07, the RL smoke's honest relu: eager's net 0.0052 ms against its 0.027 ms of events, so
+    on eager's scale the candidate read 7.9x its claim and was rejected as forged while its own net was
+    1.5x its claim). Not the GPU's: there nets sit a steady fraction under their events (0.5-0.9x), and a
+    2x lie whose net reads 0.6x its events would pass the candidate's own check."""
 
     least: float
     cap: float
     forged: float
+    own: bool = False
 
 
 GPU_BOUNDS = Bounds(TOL_FLOOR, TOL_CAP, FORGED)
-HOST_LANE_BOUNDS = Bounds(HOST_LANE_FLOOR, HOST_LANE_CAP, HOST_LANE_FORGED)
+HOST_LANE_BOUNDS = Bounds(HOST_LANE_FLOOR, HOST_LANE_CAP, HOST_LANE_FORGED, own=True)
 
 
 def burst_shape(per_call_ms: float, in_bytes: int, graph: bool, loop_ms: float = 0.0) -> tuple[int, int]:
@@ -397,6 +404,8 @@ def judge(
     flagged = over >= FORGED_WARN
     host = max(claim_ms, enqueue_ms or 0.0)
     gross = visible and least_equiv >= forged * claim_ms and (mode == "graph" or least_equiv >= forged * host)
+    if bounds.own:
+        gross = gross and max(0.0, raw - 2.0 * cand_noise_ms) >= forged * host
     what = (
         f"the candidate reported {claim_ms:.4g} ms per call, {over:.2f}x faster than the evaluator's clock "
         f"confirms ({equiv:.4g} ms on the same scale; {clock})"
