@@ -80,11 +80,12 @@ def test_short_outputs_stay_dense_and_an_unknown_digest_is_refused():
 
 @pytest.mark.slow
 def test_its_variance_is_the_errors_squared_norm_like_the_dense_digest():
-    """E over the weights of digest(e)^2 = |e|^2 for both digests: the tolerance scale keeps its meaning."""
+    """E over the weights of digest(e)^2 = |e|^2 for every digest (the sign digest of child.hashed too):
+    the tolerance scale keeps its meaning."""
     g = torch.Generator().manual_seed(0)
     e = torch.randn(N, generator=g) * torch.linspace(0.1, 2.0, N)
     norm2 = float(e.double().pow(2).sum())
-    for digest in ("rank1", "dense"):
+    for digest in ("rank1", "dense", "hash"):
         # weight seeds apart from e's: a default generator seeded 0 would redraw e's own normals
         sq = [float(_digest(e, _weights(N, 1000 + s, digest)).double().pow(2).mean()) for s in range(400)]
         assert sum(sq) / len(sq) == pytest.approx(norm2, rel=0.2), digest
@@ -95,7 +96,8 @@ def test_honest_outputs_pass_and_wrong_or_skipped_ones_fail_as_often_as_with_den
     """Over 200 weight draws: an honest output (errors well within atol/rtol) always passes; an output
     with all work skipped, or one element in seven off by 5, fails nearly always, and the rank-one digest
     misses no more often than the dense one (each digest misses when it lands within Z tolerance scales
-    of the truth: for these errors, a few in a thousand per pair of digests)."""
+    of the truth: for these errors, a few in a thousand per pair of digests). The sign digest
+    (child.hashed, `digest="hash"`) is held to the same bar on each."""
     g = torch.Generator().manual_seed(5)
     ref = torch.randn(N, generator=g)
     scale = float(_tolerance_scale(ref, 1e-2, 1e-2))
@@ -104,7 +106,7 @@ def test_honest_outputs_pass_and_wrong_or_skipped_ones_fail_as_often_as_with_den
     wrong[::7] += 5.0
     skipped = torch.zeros_like(ref)
     misses = {}
-    for digest in ("rank1", "dense"):
+    for digest in ("rank1", "dense", "hash"):
         passed = caught_wrong = caught_skip = 0
         for s in range(200):
             w = _weights(N, 5000 + s, digest)

@@ -43,6 +43,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from cuda_agent.eval.channel import messages as P
 from cuda_agent.eval.channel.processes import Child, ChildFailure, scrubbed_env
 from cuda_agent.eval.timing import gpu_lock
 from cuda_agent.sandbox import Sandbox, profile_for
@@ -199,7 +200,7 @@ def spawn(cfg: Any, precision: str, gpu_key: str | None = None) -> Pair:
 def _light_loop(cfg: Any) -> bool:
     """Whether the clock's lighter loop is asked for (child.hashed): its kernels are then compiled
     when the child starts CUDA, not in the first burst's prepare."""
-    return cfg.device == "cuda" and (cfg.clock_draws == "fast" or cfg.clock_digest == "hash")
+    return cfg.device == "cuda" and P.light_loop(cfg.clock_draws, cfg.clock_digest)
 
 
 def _spawn(cfg: Any, precision: str, gated: bool) -> Pair:

@@ -122,6 +122,12 @@ class BurstPrepare:
     cmd: str = "prepare"
 
 
+def light_loop(draws: str, digest: str) -> bool:
+    """Whether a burst's settings ask for the clock's lighter loop (child.hashed): EvalConfig.clock_draws
+    "fast" or clock_digest "hash". Both sides ask it: the parent to warm the children, a child to refuse."""
+    return draws == "fast" or digest == "hash"
+
+
 @dataclass(frozen=True)
 class Burst:
     """k x replays back-to-back calls of a prepared side on the sequence of the secret `salt` (the

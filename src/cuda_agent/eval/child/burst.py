@@ -168,7 +168,7 @@ def _digest_into(outs: list[Any], weights: list[Any], row: torch.Tensor) -> None
         w = weights[j] if j < len(weights) else None
         if not isinstance(t, torch.Tensor) or w is None:
             continue
-        native = isinstance(w, HashKey) and t.dtype in (torch.float32, torch.float16, torch.bfloat16)
+        native = isinstance(w, HashKey) and t.dtype in hashed.DTYPES
         x = t.reshape(-1) if native else _flat(t)  # the sign digest reads a float output in its own dtype
         if x.numel() != _numel_of(w):
             continue
@@ -381,10 +381,8 @@ def cmd_prepare(st: State, req: P.BurstPrepare) -> dict[str, Any]:
     st.bursts.clear()  # one side at a time: each side's bursts follow its prepare (graphs hold memory)
     if req.draws not in DRAWS:
         raise ValueError(f"unknown draws {req.draws!r}")
-    if (req.draws == "fast" or req.digest == "hash") and (why := hashed.available(st.device)) is not None:
-        raise RuntimeError(why)  # the same in every child: the evaluation ends with this reason
-    if req.draws == "fast" or req.digest == "hash":
-        hashed.warm(st.device)  # each kernel launched once before any capture (a module may load lazily)
+    if P.light_loop(req.draws, req.digest):
+        hashed.ready(st.device)  # or the reason it cannot be, the same in every child: the evaluation ends with it
     fn = compiled_or_model(st, req.mode)
     with torch.no_grad():
         numels = _numels(flatten(fn(*make_inputs(st, derive_seed(req.k, -7)))))
@@ -459,8 +457,8 @@ def cmd_digests(st: State, req: P.Digests) -> dict[str, Any]:
         numels = _numels(flatten(st.model(*make_inputs(st, derive_seed(req.salt, -3)))))
         only = set(req.calls)
         total = max(only) + 1 if only else 0
-        if (req.draws == "fast" or req.digest == "hash") and (why := hashed.available(st.device)) is not None:
-            raise RuntimeError(why)
+        if P.light_loop(req.draws, req.digest):
+            hashed.ready(st.device)
         digests, kept = _sequence_digests(st, st.model, req.salt, total, 1, numels, only, req.digest, req.draws)
         order = sorted(only)
         rows = digests[order] if order else digests[:0]

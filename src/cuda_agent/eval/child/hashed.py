@@ -59,6 +59,7 @@ MAX_ELEMENTS = (1 << 31) - 1  # per tensor: indices are 32-bit and the launch's 
 _THREADS = 256
 _MAX_BLOCKS = 2048  # fixed, not per GPU: the digest's partial sums (and so its rounding) depend on it
 _DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+DTYPES = frozenset(_DTYPES)  # what the kernels read and write in place (others are copied or left to torch)
 _M1, _M2 = 0x85EBCA6B, 0xC2B2AE35  # murmur3's fmix32 multipliers
 
 CUDA_SRC = r"""
@@ -167,6 +168,7 @@ extern "C" __global__ void ca_digest(const void* x, int dtype, int n, int base, 
 
 _kernels: dict[str, Any] = {}
 _unavailable: str | None = None
+_warmed: set[torch.device] = set()
 
 
 def available(device: torch.device) -> str | None:
@@ -238,9 +240,11 @@ def nvrtc_ptx(src: str, arch: str) -> bytes:
 
 
 def warm(device: torch.device) -> None:
-    """Compile and run each kernel once (before any timed request): a first launch loads the module."""
-    if available(device) is not None:
+    """Compile and run each kernel once (before any timed request): a first launch loads the module.
+    Once per process and device; where the kernels are missing, nothing (`ready` raises the reason)."""
+    if available(device) is not None or device in _warmed:
         return
+    _warmed.add(device)
     key = torch.tensor([12345, 678], dtype=torch.int32, device=device)
     t = torch.empty(1 << 12, device=device)
     fill(t, key, "normal", 0.0, 1.0)
@@ -255,6 +259,13 @@ def fresh_key(device: torch.device) -> torch.Tensor:
 def _need(device: torch.device) -> None:
     if (why := available(device)) is not None:
         raise RuntimeError(why)
+
+
+def ready(device: torch.device) -> None:
+    """The kernels compiled and each launched once on `device` (before any capture: a module may load
+    lazily), or a RuntimeError with the reason they cannot be (the same in every child)."""
+    _need(device)
+    warm(device)
 
 
 def _blocks(pairs_or_items: int) -> int:

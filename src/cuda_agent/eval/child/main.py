@@ -408,9 +408,8 @@ def _warm_cuda(role: str, light_loop: bool = False) -> None:
         torch.cuda.init()
         torch.empty(1, device="cuda")
         warm_digest_path(torch.device("cuda", 0))
-        if (
-            light_loop
-        ):  # NVRTC's compile (~0.1 s) here, not inside a burst's prepare (a failure: there, with its reason)
+        # NVRTC's compile (~0.1 s) here, not inside a burst's prepare (a failure: there, with its reason)
+        if light_loop:
             hashed.warm(torch.device("cuda", 0))
         if role == "reference":
             # the compare's kernels (float64 casts, isfinite, reductions), lazily loaded on first use:
