@@ -62,9 +62,10 @@ CLOCK_AB = (("none", ""), ("cold", "cold"), ("flush-cold", "flush,cold"))
 # process's); flush: L2 flushed before each burst call, as the events do (the 20 us pairs of 2026-12-06 fell
 # into two clusters of nets, ~10 and ~12.3 us, uncorrelated between neighbouring runs: a per-process factor
 # such as where the buffers sit, not a drift in time, is the first suspect)
-# the default clock, the lighter loop (counter-based draws and sign digests, eval/child/hashed.py), and each
-# with every evaluation's own baselines and loop (rank-1 and the flush were measured: docs/throughput.md Call 10)
-CLOCK_SPREAD = (("dense", ""), ("light", "hash,fast"), ("fresh", "fresh"), ("light-fresh", "hash,fast,fresh"))
+# the loop before the lighter one (dense digests, torch's draws), the default on a GPU since 2026-12-07 (the lighter
+# loop: counter-based draws and sign digests, eval/child/hashed.py), and each with every evaluation's own baselines
+# and loop (rank-1 and the flush were measured: docs/throughput.md Call 10)
+CLOCK_SPREAD = (("dense", "dense,torch"), ("light", ""), ("fresh", "dense,torch,fresh"), ("light-fresh", "fresh"))
 X4_OPT_INS = (("none", ""), ("flush", "flush"), ("fresh", "fresh"), ("rank1", "rank1"), ("all", "flush,fresh,rank1"))
 
 

@@ -29,6 +29,7 @@ from cuda_agent.eval.child.burst import (
     _weight_buffers,
 )
 from cuda_agent.eval.config import clock_opt_ins
+from cuda_agent.eval.shared import lightloop
 
 CPU = torch.device("cpu")
 N = 100_003
@@ -55,12 +56,12 @@ def test_the_cpu_hash_is_the_kernels_hash_written_in_python():
     got = [int(hashed._hash_cpu(_key(k0, k1), i, 1)[0]) for i in idx]
     assert got == want
     for name in ("ca_fmix", "0x85ebca6bu", "0xc2b2ae35u", "h >> 13"):  # the kernel spells the same hash
-        assert name in hashed.CUDA_SRC
+        assert name in lightloop.CUDA_SRC
 
 
 def _nvrtc_here() -> bool:
     try:
-        hashed._nvrtc()
+        lightloop.find_nvrtc()
     except OSError:
         return False
     return True
@@ -68,11 +69,11 @@ def _nvrtc_here() -> bool:
 
 @pytest.mark.skipif(not _nvrtc_here(), reason="no NVRTC library on this machine")
 def test_the_kernels_compile_with_nvrtc_and_no_headers():
-    ptx = hashed.nvrtc_ptx(hashed.CUDA_SRC, "compute_90").rstrip(b"\0").decode()
+    ptx = lightloop.nvrtc_ptx(lightloop.CUDA_SRC, "compute_90").rstrip(b"\0").decode()
     assert ".entry ca_draw(" in ptx and ".entry ca_digest(" in ptx
     assert "lg2.approx" in ptx and "sin.approx" in ptx  # the fast intrinsics, not libdevice's accurate ones
     with pytest.raises(RuntimeError, match="NVRTC compile failed"):
-        hashed.nvrtc_ptx("this is not CUDA {", "compute_90")
+        lightloop.nvrtc_ptx("this is not CUDA {", "compute_90")
 
 
 def test_normal_and_uniform_draws_have_their_distributions():
@@ -199,9 +200,63 @@ def test_the_draws_travel_in_both_requests_and_the_opt_ins_name_them():
     assert P.BurstPrepare(8).draws == "torch" and P.Digests(9, [1], 1e-2, 1e-2).draws == "torch"
     opts = clock_opt_ins("hash,fast")
     assert opts["clock_digest"] == "hash" and opts["clock_draws"] == "fast"
-    assert clock_opt_ins("")["clock_draws"] == "torch"
-    with pytest.raises(ValueError, match="one digest"):
-        clock_opt_ins("rank1,hash")
+    assert clock_opt_ins("")["clock_draws"] == "auto" and clock_opt_ins("")["clock_digest"] == "auto"
+    old = clock_opt_ins("dense,torch,fresh")
+    assert (old["clock_digest"], old["clock_draws"], old["clock_fresh_baselines"]) == ("dense", "torch", True)
+    for both in ("rank1,hash", "dense,hash", "torch,fast"):
+        with pytest.raises(ValueError, match="one digest"):
+            clock_opt_ins(both)
+    with pytest.raises(ValueError, match="unknown --clock name"):
+        clock_opt_ins("hash,fastt")
+
+
+def test_the_gpus_default_loop_is_the_lighter_one_where_this_machine_can_build_it(monkeypatch):
+    """ "auto" (the default): the lighter loop on a GPU when shared.lightloop can build it, the loop before it
+    where it cannot (with no error: every evaluation would fail otherwise) and on the CPU lane; explicit
+    names win; a misspelt one is a ValueError. The burst requests, the warm-up and trusted_mode follow it."""
+    from cuda_agent.eval import config as C
+    from cuda_agent.eval.channel.children import _light_loop
+    from cuda_agent.eval.timing.timed import _clock_opt_ins
+
+    monkeypatch.setattr(C, "light_loop_unavailable", lambda: None)
+    gpu = C.EvalConfig()
+    assert (gpu.clock_digest, gpu.clock_draws) == ("auto", "auto")
+    assert gpu.clock_loop() == ("hash", "fast") and _light_loop(gpu) and _clock_opt_ins(gpu) == ["hash", "fast"]
+    assert C.cpu_lane().clock_loop() == ("dense", "torch") and not _light_loop(C.cpu_lane())
+    assert C.EvalConfig(clock_digest="rank1").clock_loop() == ("rank1", "fast")
+    old = C.EvalConfig(**C.clock_opt_ins("dense,torch"))
+    assert old.clock_loop() == ("dense", "torch") and not _light_loop(old) and _clock_opt_ins(old) == []
+    monkeypatch.setattr(C, "light_loop_unavailable", lambda: "no NVRTC")
+    assert C.EvalConfig().clock_loop() == ("dense", "torch") and not _light_loop(C.EvalConfig())
+    assert C.EvalConfig(clock_digest="hash", clock_draws="fast").clock_loop() == ("hash", "fast")  # asked: its error
+    with pytest.raises(ValueError, match="clock_draws='quick'"):
+        C.EvalConfig(clock_draws="quick").clock_loop()
+
+
+def test_the_parents_probe_compiles_the_kernels_here_and_says_why_not_without_nvrtc(monkeypatch):
+    """The parent's probe (shared.lightloop.unavailable) compiles the same source with NVRTC (found here in
+    the pip nvidia/cu13 folder) without a GPU; without NVRTC it returns the reason, never raises."""
+    from cuda_agent.eval.shared import lightloop as L
+
+    L.unavailable.cache_clear()
+    try:
+        try:
+            L.find_nvrtc()
+        except OSError:
+            pytest.skip("no NVRTC library on this machine")
+        from torch.cuda import _utils as cu
+
+        assert (L.unavailable() is None) == hasattr(cu, "_cuda_load_module")
+
+        def missing():
+            raise OSError("no NVRTC library (libnvrtc.so) found")
+
+        L.unavailable.cache_clear()
+        monkeypatch.setattr(L, "find_nvrtc", missing)
+        why = L.unavailable()
+        assert why is not None and "could not be compiled" in why and "libnvrtc" in why
+    finally:
+        L.unavailable.cache_clear()
 
 
 def test_without_nvrtc_a_gpu_burst_says_why(monkeypatch):
@@ -212,7 +267,7 @@ def test_without_nvrtc_a_gpu_burst_says_why(monkeypatch):
     def missing():
         raise OSError("no NVRTC library (libnvrtc.so) found")
 
-    monkeypatch.setattr(hashed, "_nvrtc", missing)
+    monkeypatch.setattr(lightloop, "find_nvrtc", missing)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
     why = hashed.available(torch.device("cuda"))
     assert why is not None and "could not be compiled" in why and "libnvrtc" in why
@@ -256,7 +311,7 @@ def test_children_compile_the_lighter_loop_at_cuda_start_only_when_it_is_asked_f
     from cuda_agent.eval.channel import children
     from cuda_agent.eval.config import EvalConfig
 
-    assert not children._light_loop(EvalConfig(device="cuda"))
-    assert children._light_loop(EvalConfig(device="cuda", clock_draws="fast"))
-    assert children._light_loop(EvalConfig(device="cuda", clock_digest="hash"))
+    assert not children._light_loop(EvalConfig(device="cuda", clock_digest="dense", clock_draws="torch"))
+    assert children._light_loop(EvalConfig(device="cuda", clock_digest="dense", clock_draws="fast"))
+    assert children._light_loop(EvalConfig(device="cuda", clock_digest="hash", clock_draws="torch"))
     assert not children._light_loop(EvalConfig(device="cpu", clock_draws="fast", clock_digest="hash"))

@@ -1,7 +1,7 @@
 """Settings of one evaluation, with the defaults of design.md section 2.
 
-Contract: plain data, no behaviour. Every field has a default a user can rely
-on; the CLI exposes the common ones. Phases: "compile" (static checks and
+Contract: plain data; the one behaviour is `clock_loop`, which resolves the clock's "auto" loop for this
+machine. Every field has a default a user can rely on; the CLI exposes the common ones. Phases: "compile" (static checks and
 build), "verify" (+ correctness), "profile" (+ timing and reward; the default).
 """
 
@@ -11,6 +11,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 Phase = Literal["compile", "verify", "profile"]
+DIGESTS = ("dense", "rank1", "hash")  # EvalConfig.clock_digest, besides "auto"
+DRAWS = ("torch", "fast")  # EvalConfig.clock_draws, besides "auto"
+
+
+def light_loop_unavailable() -> str | None:
+    """None when this machine can build the clock's lighter loop (shared.lightloop), else why not."""
+    from cuda_agent.eval.shared.lightloop import unavailable  # imports torch: only where a GPU default is resolved
+
+    return unavailable()
+
+
 PHASES: tuple[Phase, ...] = ("compile", "verify", "profile")
 
 
@@ -76,17 +87,20 @@ class EvalConfig:
     # cached torch.compile net differed by 6.7 % (0.0459 vs 0.0489 ms) while each measurement's looks agreed
     # within 1-3 %, so a cached baseline's drift moves every candidate's verdict on that machine.
     clock_fresh_baselines: bool = False
-    # "rank1": digest each burst output as v^T X w (child_burst), reading the output once, instead of a dense
-    # 2 x n weight GEMV that also reads W (H100, 2026-12-05: the draws and dense digests cost 0.168 ms a call
-    # beside a 0.046 ms kernel, so the clock's net was a small difference of large numbers). Off until measured.
-    clock_digest: str = "dense"
-    # "fast": a burst's draws (the task's get_inputs) take their float normals and uniforms from a counter-based
-    # hash (child.hashed), bound by memory, instead of torch's Philox and accurate Box-Muller, bound by arithmetic;
-    # with clock_digest="hash" (signs from the same hash, one read of the output in its own dtype) the loop
-    # is about its memory traffic. On the H200 (2026-12-06) the loop cost about 3x its traffic (relu 2^23:
-    # 0.090 ms a call beside a 0.02 ms kernel; silu_mul_bf16 0.69 ms beside 0.09 ms), and that is what the
-    # clock's spread between evaluations scales with. Off until a GPU has measured it (clock-placement).
-    clock_draws: str = "torch"
+    # The burst loop's digest and draws (child.hashed; resolved by `clock_loop`). "auto", the default: on a GPU
+    # the lighter loop, sign digests ("hash": +-out_i, signs from a keyed hash, one read of the output in its own
+    # dtype) and counter-based draws ("fast": the task's float normals and uniforms from that hash, bound by
+    # memory, not arithmetic), where this machine can build them (shared.lightloop), else "dense" and "torch";
+    # on the CPU lane "dense" and "torch" (its host clock says nothing of kernels, and the hash in torch's
+    # integer ops costs about 0.8 ms a draw). Why the lighter loop: the clock's spread between evaluations
+    # scales with the loop that is taken out of every burst. On one H100 (2026-12-07, 202e74f) it took relu
+    # 2^23's loop from 0.096 to 0.042 ms a call, the spread of one kernel's net between processes from 1.5 %
+    # to 1.0 %, and the ~20 us honest/forger pairs' standard error from 7.3 % to 3.0 % (docs/throughput.md
+    # "Call 11"). "dense" (a 2 x n standard-normal weight GEMV per output) and "torch" (torch's Philox and
+    # accurate Box-Muller) are the loop before it; "rank1" (v^T X w of the output viewed as a matrix) did not
+    # narrow the spread on the H100 (2026-12-05) and stays an opt-in.
+    clock_digest: str = "auto"
+    clock_draws: str = "auto"
     # Flush L2 between each burst call and its digest, on every side (the loop too), so that every digest
     # reads its output from memory. Off until measured: on the H100 (2026-12-05) diag_matmul's net came out
     # 7.6x below its event time, under its speed-of-light floor, while the baselines' matched theirs: a
@@ -110,6 +124,24 @@ class EvalConfig:
     # the steadiest; bench and the agent's tools set 1, a one-shot `cuda-agent eval` shows it as is.
     retry_unstable: int = 0
 
+    def clock_loop(self) -> tuple[str, str]:
+        """The burst loop's (digest, draws) in force: "auto" resolved (see clock_digest), the rest as given;
+        an unknown name is a ValueError that names it."""
+        for field, value, allowed in (
+            ("clock_digest", self.clock_digest, DIGESTS),
+            ("clock_draws", self.clock_draws, DRAWS),
+        ):
+            if value not in (*allowed, "auto"):
+                raise ValueError(f"{field}={value!r}: choose from auto, {', '.join(allowed)}")
+        light = (
+            self.device == "cuda"
+            and "auto" in (self.clock_digest, self.clock_draws)
+            and light_loop_unavailable() is None
+        )
+        digest = ("hash" if light else "dense") if self.clock_digest == "auto" else self.clock_digest
+        draws = ("fast" if light else "torch") if self.clock_draws == "auto" else self.clock_draws
+        return digest, draws
+
 
 # The CPU lane's quick settings: its times mean nothing (a host-only extension), so few timed calls, one
 # round and no torch.compile baseline. RL's CPU scoring, the tests and the RL smoke script all start here.
@@ -121,24 +153,28 @@ def cpu_lane(**overrides) -> EvalConfig:
     return EvalConfig(**{"device": "cpu", **CPU_QUICK, **overrides})
 
 
-# The evaluator's clock's opt-ins by short name, as the benchmarks' and gpu_check's `--clock` take them.
-CLOCK_OPT_INS = ("flush", "fresh", "rank1", "cold", "hash", "fast")
+# The evaluator's clock's settings by short name, as the benchmarks' and gpu_check's `--clock` take them: opt-ins
+# (flush, fresh, cold), a digest (dense, rank1, hash) and draws (torch, fast); a digest or draws not named stay "auto".
+CLOCK_OPT_INS = ("flush", "fresh", "cold", *DIGESTS, *DRAWS)
 
 
 def clock_opt_ins(names: str) -> dict[str, bool | str]:
-    """EvalConfig's fields for the clock's opt-ins named comma-separated ("" for none): flush ->
-    clock_flush, fresh -> clock_fresh_baselines, rank1 -> clock_digest="rank1", hash -> clock_digest="hash",
-    cold -> clock_cold_digest, fast -> clock_draws="fast". A name not among CLOCK_OPT_INS, or both digests,
-    is a ValueError that names it."""
+    """EvalConfig's fields for the clock's settings named comma-separated ("" for the defaults): flush ->
+    clock_flush, fresh -> clock_fresh_baselines, cold -> clock_cold_digest, dense / rank1 / hash ->
+    clock_digest, torch / fast -> clock_draws ("dense,torch": the loop before the lighter one). A name not
+    among CLOCK_OPT_INS, or two digests or two draws, is a ValueError that names it."""
     opts = {o for o in names.split(",") if o}
     if bad := opts - set(CLOCK_OPT_INS):
-        raise ValueError(f"unknown --clock opt-in(s) {', '.join(sorted(bad))}; choose from {', '.join(CLOCK_OPT_INS)}")
-    if {"rank1", "hash"} <= opts:
-        raise ValueError("--clock takes one digest: rank1 or hash, not both")
+        raise ValueError(f"unknown --clock name(s) {', '.join(sorted(bad))}; choose from {', '.join(CLOCK_OPT_INS)}")
+    digest, draws = sorted(opts & set(DIGESTS)), sorted(opts & set(DRAWS))
+    if len(digest) > 1 or len(draws) > 1:
+        raise ValueError(
+            f"--clock takes one digest ({', '.join(DIGESTS)}) and one draws ({', '.join(DRAWS)}): got {names}"
+        )
     return {
         "clock_flush": "flush" in opts,
         "clock_fresh_baselines": "fresh" in opts,
-        "clock_digest": "rank1" if "rank1" in opts else "hash" if "hash" in opts else "dense",
+        "clock_digest": digest[0] if digest else "auto",
         "clock_cold_digest": "cold" in opts,
-        "clock_draws": "fast" if "fast" in opts else "torch",
+        "clock_draws": draws[0] if draws else "auto",
     }

@@ -200,7 +200,10 @@ def spawn(cfg: Any, precision: str, gpu_key: str | None = None) -> Pair:
 def _light_loop(cfg: Any) -> bool:
     """Whether the clock's lighter loop is asked for (child.hashed): its kernels are then compiled
     when the child starts CUDA, not in the first burst's prepare."""
-    return cfg.device == "cuda" and P.light_loop(cfg.clock_draws, cfg.clock_digest)
+    if cfg.device != "cuda":
+        return False
+    digest, draws = cfg.clock_loop()
+    return P.light_loop(draws, digest)
 
 
 def _spawn(cfg: Any, precision: str, gated: bool) -> Pair:

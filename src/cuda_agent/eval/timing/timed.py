@@ -173,11 +173,12 @@ class BurstRecord:
 def _clock_opt_ins(cfg: EvalConfig) -> list[str]:
     """The evaluator's clock's opt-ins in force (the flush is a GPU step): they name the baselines' bursts'
     cache key and the result's trusted_mode, since a burst's per-call time means something else under each."""
+    digest, draws = cfg.clock_loop()
     return (
         (["flush"] if cfg.clock_flush and cfg.device == "cuda" else [])
         + (["cold"] if cfg.clock_cold_digest and cfg.device == "cuda" else [])
-        + ([cfg.clock_digest] if cfg.clock_digest != "dense" else [])
-        + (["fast"] if cfg.clock_draws == "fast" else [])
+        + ([digest] if digest != "dense" else [])
+        + (["fast"] if draws == "fast" else [])
     )
 
 
@@ -185,10 +186,11 @@ def _prepare(
     child: Child, res: EvalResult, cfg: EvalConfig, k: int, mode: str, graph: bool, verify: bool = False
 ) -> P.PrepareReply:
     opts = _clock_opt_ins(cfg)
+    digest, draws = cfg.clock_loop()
     return ask(
         child,
         res,
-        P.BurstPrepare(k, mode, graph, verify, "flush" in opts, cfg.clock_digest, "cold" in opts, cfg.clock_draws),
+        P.BurstPrepare(k, mode, graph, verify, "flush" in opts, digest, "cold" in opts, draws),
         cfg.timing_timeout,
         "trusted_clock",
         P.PrepareReply,
@@ -297,7 +299,7 @@ def check_burst_outputs(ref: Child, res: EvalResult, cfg: EvalConfig, task: Task
     n = rec.k * rec.replays
     for b, salt in enumerate(rec.salts):
         calls = sorted(rng.sample(range(n), min(per_burst, n)))
-        want = P.Digests(salt, calls, task.atol, task.rtol, cfg.clock_digest, cfg.clock_draws)
+        want = P.Digests(salt, calls, task.atol, task.rtol, *cfg.clock_loop())
         # its own phase: outside the timed section, unlike the bursts ("trusted_clock")
         ref_d = ask(ref, res, want, cfg.correctness_timeout, "burst_check", P.DigestsReply)
         if len(ref_d.digests) != len(calls):
