@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -67,6 +68,7 @@ def main() -> int:
                 if args.out:
                     Path(args.out).write_text(json.dumps(rows, indent=1))
     if args.pairs:
+        _looks_table(rows, args.sizes)
         return _pairs_table(rows, args.sizes, args.factor)
     print("\nsize      honest claim/compile  clock/compile  tol    rewards honest  factors that gained")
     for label in args.sizes:
@@ -91,6 +93,33 @@ def main() -> int:
         gained = [r["factor"] for r in rs if r["factor"] is not None and (r["reward"] or -1) > base]
         print(f"{label:9} {claim:20.3f}  {clock:13}  {tol:5.1%}  {','.join(str(r['reward']) for r in hon):15} {gained}")
     return 0
+
+
+def _looks_table(rows: list[dict], sizes: list[str]) -> None:
+    """Where the candidate's net spreads (honest and forger alike: one kernel): each evaluation's fastest
+    burst per call against its second-fastest (the noise one evaluation's looks show; more looks narrow it)
+    and across evaluations (the standard deviation of the fastest: a per-process offset no look within the
+    process shows), each in % of the burst per call and in % of the net (the burst per call less the loop)."""
+    print("\nsize      runs  burst/call us  net us  within: burst %  net %   between: burst %  net %")
+    for label in sizes:
+        best, within, nets = [], [], []
+        for r in rows:
+            c = (r.get("trusted_looks") or {}).get("candidate")
+            if r["size"] != label or not c or not c["ms"] or r.get("trusted_ms") is None:
+                continue
+            ms = sorted(c["ms"])
+            best.append(ms[0] / c["calls"])
+            within.append((ms[1] - ms[0]) / ms[0] if len(ms) > 1 else float("nan"))
+            nets.append(r["trusted_ms"])
+        if len(best) < 2:
+            print(f"{label:9} fewer than two evaluations with the clock's looks")
+            continue
+        mean_b, net = statistics.fmean(best), statistics.fmean(nets)
+        w, b = statistics.median(within), statistics.stdev(best) / mean_b
+        print(
+            f"{label:9} {len(best):4}  {mean_b * 1e3:13.2f}  {net * 1e3:6.2f}  {w:15.2%}  {w * mean_b / net:5.1%}"
+            f"  {b:16.2%}  {b * mean_b / net:5.1%}"
+        )
 
 
 def _pairs_table(rows: list[dict], sizes: list[str], factor: float) -> int:

@@ -141,6 +141,7 @@ def _evaluate(task: str, factor: float | None, how: str, root: str, task_file: s
         "trusted_loop_ms",
         "trusted_tol",
         "trusted_mode",
+        "trusted_looks",
         "message",
     )
     out = {k: d.get(k) for k in keep}

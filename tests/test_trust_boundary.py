@@ -8,6 +8,7 @@ and the honest candidate still scores."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from test_pipeline_cpu import cpu_cfg, make_ws
 from cuda_agent.eval.api import evaluate_workspace
 from cuda_agent.eval.channel import messages as P
 from cuda_agent.eval.child import main as child
-from cuda_agent.eval.judge.result import Status
+from cuda_agent.eval.judge.result import EvalResult, Status
 from cuda_agent.eval.timing import clock as tt
 from cuda_agent.sandbox import probe
 
@@ -527,6 +528,13 @@ def test_an_honest_slow_candidate_agrees_with_the_parents_clock(tmp_path, cache_
         r.timing is not None and r.timing.median_ms / 3 < r.trusted_ms < 3 * r.timing.median_ms
     )  # same work, within noise
     assert r.trusted_eager_ms is not None and r.trusted_eager_ms < r.trusted_ms  # the task's own relu is far faster
+    # the looks the nets came from are in the result, and give them back (benchmarks/clock_leak.py reads them)
+    looks, fit = r.trusted_looks, r.trusted_looks["fit"]
+    for side, net in (("candidate", r.trusted_ms), ("eager", r.trusted_eager_ms)):
+        again = (min(looks[side]["ms"]) - fit["fixed_ms"]) / looks[side]["calls"] - fit["per_call_ms"]
+        assert again == pytest.approx(net, rel=1e-3, abs=1e-5), (side, looks)
+    assert looks["loop_large"]["calls"] > looks["loop_small"]["calls"] and len(looks["candidate"]["ms"]) >= tt.LOOKS
+    assert EvalResult.from_dict(json.loads(r.to_json())).trusted_looks == looks
 
 
 @pytest.mark.slow

@@ -152,6 +152,10 @@ class EvalResult:
     trusted_loop_ms: float | None = None  # the loop with no model in it (draws and digests), per call
     trusted_tol: float | None = None  # the most a claim may be better than this clock and stand (relative)
     trusted_mode: str | None = None  # "graph" (CUDA-graph bursts) or "host" (a Python loop: coarser)
+    # what those nets came from, to tell the clock's noise within one evaluation from its spread between
+    # evaluations (benchmarks/clock_leak.py): per side ("candidate", "eager", "torch.compile", "loop_small",
+    # "loop_large") {"calls": calls per burst, "ms": each look's wall ms}, and "fit": {"fixed_ms", "per_call_ms"}
+    trusted_looks: dict[str, Any] = field(default_factory=dict)
     # a timing whose spread stayed above EvalConfig.max_cv after all its rounds (candidate or a
     # baseline): its figures, and so the reward, may be off; bench and the agent's tools retry once
     unstable: bool = False

@@ -514,6 +514,20 @@ def trusted_verdict(
     res.trusted_eager_ms = round(sides[0].net_ms, 6)
     res.trusted_compile_ms = round(sides[1].net_ms, 6) if len(sides) > 1 else None
     res.trusted_loop_ms = round(fit.per_call_ms, 6)
+    res.trusted_looks = {
+        **{
+            name: {"calls": x.calls, "ms": [round(s * 1e3, 4) for s in x.seconds]}
+            for name, x in (
+                ("candidate", rec.looks),
+                ("eager", base.eager),
+                ("torch.compile", base.compiled),
+                ("loop_small", base.loop_small),
+                ("loop_large", base.loop_large),
+            )
+            if x is not None
+        },
+        "fit": {"fixed_ms": round(fit.fixed_ms, 5), "per_call_ms": round(fit.per_call_ms, 6)},
+    }
     res.trusted_tol = round(max(v.tol.values()), 4) if v.tol else None
     res.defences["trusted_clock"] = f"{v.kind}: {v.message}"[:600]
     if v.kind == "forged":
