@@ -473,8 +473,8 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement(
         "clock-spread",
         "the clock against the events where it spread most (H200, 2026-12-06): row_softmax_wide and "
-        "silu_mul_bf16 3 times each, and the release's 4 us scale_add: the default clock, the lighter loop "
-        "(counter-based draws, sign digests), each with fresh baselines",
+        "silu_mul_bf16 3 times each, and the release's 4 us scale_add: the loop before the lighter one "
+        "(--clock dense,torch), the lighter loop (the default), each with fresh baselines",
         "28",
         "",
         tuple(

@@ -72,10 +72,17 @@ What a candidate that fully controls its process can and cannot do:
   evaluations a 46 us memory-bound kernel's net moved 1.5-6 % (H100, 2026-12-05; docs/throughput.md
   "the evaluator's clock"), so a kernel that close to a milestone's line may land on either side.
   `EvalConfig.clock_flush`, `clock_fresh_baselines` and `clock_digest="rank1"` did not narrow that
-  spread in the same session's A/B and stay off. The lighter loop (`clock_draws="fast"`,
-  `clock_digest="hash"`: `child/hashed.py`) attacks what the spread scales with, the loop's own cost
-  (on the H200 about 3x its memory traffic, most of it torch's arithmetic-bound normal draws, by
-  estimate); it is off until a GPU has measured it. Per kernel size (H100, 2026-12-06, b21b3ab,
+  spread in the same session's A/B and stay off. The lighter loop (`child/hashed.py`: sign digests and
+  counter-based draws; the GPU's default since 2026-12-07, `EvalConfig.clock_loop`) attacks what the
+  spread scales with, the loop's own cost: on an H100 (2026-12-07, 202e74f; docs/throughput.md "Call
+  11") relu 2^23's loop fell from 0.097 to 0.042 ms a call, and the ~20 us pairs below (x0.9 forgers
+  against honest twins, alternating) gave +3.1 % and -1.0 % (the forger slower, then faster), each with
+  a standard error of 3.0 % against the dense loop's 7.3 % on the same machine; pooled, a 10 % lie's mean
+  gain is bounded to about 3 %, every reward 2 on both sides. Under it, ~100 us: +2.7 % (standard error
+  1.2 %), ~1 ms: -0.6 % (0.7 %), ~5 us: +9.7 % (8.2 %, one honest run 3 and one forger 1, the rest 2).
+  One kernel's net at 20 us still spreads about 5 % between evaluations, and a run's level follows its
+  one cached baseline measurement (two runs' honest means 12 % apart): a kernel within that of a
+  milestone's line may land on either side, honest or lying. Figures before it, per kernel size (H100, 2026-12-06, b21b3ab,
   `benchmarks/clock_leak.py`; docs/throughput.md "Call 7"): lies of 1-10 % moved the time that
   counts by at most 1.4 % at ~100 us and 0.5 % at ~1 ms (the clock's spread there: 0.8 %, 0.2 %), no
   reward above the honest twin's; at ~20 us and ~5 us the clock's own spread of one kernel's net
