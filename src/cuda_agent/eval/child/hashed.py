@@ -5,11 +5,10 @@ reference and taken out of every side's bursts; where it is several times the ke
 net is a small difference of large numbers, and its spread between evaluations is the leak that
 issue 28 measures. On the H200 (2026-12-06, docs/throughput.md "Call 10") the loop cost about 3x
 what its memory traffic alone would take: relu at 2^23 floats 0.090 ms a call, row_softmax_wide
-0.54 ms, silu_mul_bf16 0.69 ms. torch's normal draws (Philox-10 and accurate Box-Muller) are bound
-by arithmetic, not by memory, and at about 0.22 G normals per ms they account for most of each
-(an estimate from those three loops' traffic, to be measured by `benchmarks/clock_placement.py`);
-the dense digest reads a 2 x n fp32 weight matrix besides the output, and a bf16 output is first
-copied to fp32.
+0.54 ms, silu_mul_bf16 0.69 ms. Timed alone on an H100 (2026-12-07, `benchmarks/clock_placement.py`;
+docs/throughput.md "Call 11"), relu's loop was mostly the dense digest (54 us, reading a 2 x n fp32 weight
+matrix besides the output; a bf16 output is first copied to fp32), not torch's draws (23.5 us); the sign
+digest and these draws together took the loop from 96 to 42 us a call.
 
 What this module gives, per burst draw and per output digest:
 - `patched(device)`: inside it, torch.randn / rand / randn_like / rand_like and Tensor.normal_ /
