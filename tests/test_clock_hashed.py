@@ -254,7 +254,7 @@ def test_the_parents_probe_compiles_the_kernels_here_and_says_why_not_without_nv
         L.unavailable.cache_clear()
         monkeypatch.setattr(L, "find_nvrtc", missing)
         why = L.unavailable()
-        assert why is not None and "could not be compiled" in why and "libnvrtc" in why
+        assert why is not None and "could not be built" in why and "libnvrtc" in why
     finally:
         L.unavailable.cache_clear()
 
@@ -270,9 +270,9 @@ def test_without_nvrtc_a_gpu_burst_says_why(monkeypatch):
     monkeypatch.setattr(lightloop, "find_nvrtc", missing)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
     why = hashed.available(torch.device("cuda"))
-    assert why is not None and "could not be compiled" in why and "libnvrtc" in why
+    assert why is not None and "could not be built" in why and "libnvrtc" in why
     assert hashed.available(torch.device("cuda")) == why and hashed.available(CPU) is None
-    with pytest.raises(RuntimeError, match="could not be compiled"):
+    with pytest.raises(RuntimeError, match="could not be built"):
         hashed.ready(torch.device("cuda"))
 
 
@@ -315,3 +315,41 @@ def test_children_compile_the_lighter_loop_at_cuda_start_only_when_it_is_asked_f
     assert children._light_loop(EvalConfig(device="cuda", clock_digest="dense", clock_draws="fast"))
     assert children._light_loop(EvalConfig(device="cuda", clock_digest="hash", clock_draws="torch"))
     assert not children._light_loop(EvalConfig(device="cpu", clock_draws="fast", clock_digest="hash"))
+
+
+class _Refusing:
+    """A child whose burst prepare raises the reason the lighter loop cannot be built (as hashed.ready does)."""
+
+    def __init__(self, role: str):
+        self.role = role
+
+    def send(self, req):
+        return None
+
+    def receive(self, timeout, cmd):
+        return P.ErrorReply(f"RuntimeError: {lightloop.UNAVAILABLE}: OSError: no NVRTC library (libnvrtc.so) found")
+
+    def kill(self):
+        pass
+
+    def log_tail(self):
+        return ""
+
+
+def test_a_machine_that_cannot_build_the_lighter_loop_is_an_env_error_only_on_the_references_word():
+    """The reference (our harness alone) failing to build the lighter loop ends the evaluation as ENV_ERROR
+    (no reward, not cached) with the way out; the same text from the candidate's process is the candidate's
+    failure (-1): it could raise it to escape its reward."""
+    from cuda_agent.eval.channel.exchange import Stop
+    from cuda_agent.eval.config import EvalConfig
+    from cuda_agent.eval.judge.result import EvalResult, Status
+    from cuda_agent.eval.timing import timed
+
+    cfg = EvalConfig(clock_digest="hash", clock_draws="fast")
+    for role, status, reward in (("reference", Status.ENV_ERROR, None), ("candidate", Status.RUNTIME_ERROR, -1)):
+        res = EvalResult(Status.OK, None, True)
+        with pytest.raises(Stop) as stop:
+            timed._prepare(_Refusing(role), res, cfg, 8, "draws", True, True)  # type: ignore[arg-type]
+        r = stop.value.result
+        assert (r.status, r.reward) == (status, reward), (role, r.message)
+        assert lightloop.UNAVAILABLE in r.message and ("--clock dense,torch" in r.message) == (role == "reference")

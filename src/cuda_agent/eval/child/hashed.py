@@ -82,7 +82,7 @@ def available(device: torch.device) -> str | None:
             _kernels.update(cu._cuda_load_module(ptx, ["ca_draw", "ca_digest"]))
     except Exception as e:  # noqa: BLE001 - NVRTC or the loader missing or failing: reported, never raised here
         _kernels.clear()
-        _unavailable = f"the counter-based draws could not be compiled: {type(e).__name__}: {e}"[:400]
+        _unavailable = f"{lightloop.UNAVAILABLE}: {type(e).__name__}: {e}"[:400]
     return _unavailable
 
 

@@ -174,6 +174,7 @@ def nvrtc_ptx(src: str, arch: str) -> bytes:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
+UNAVAILABLE = "the lighter loop's kernels could not be built"  # the start of every reason why not, on both sides
 PROBE_ARCH = "compute_80"  # any arch the source compiles for: the probe asks whether NVRTC works, not for which GPU
 
 
@@ -188,5 +189,5 @@ def unavailable() -> str | None:
             return "torch has no torch.cuda._utils._cuda_load_module to load the kernels with"
         nvrtc_ptx(CUDA_SRC, PROBE_ARCH)
     except Exception as e:  # noqa: BLE001 - NVRTC or torch missing or failing: reported, never raised here
-        return f"the lighter loop's kernels could not be compiled: {type(e).__name__}: {e}"[:400]
+        return f"{UNAVAILABLE}: {type(e).__name__}: {e}"[:400]
     return None

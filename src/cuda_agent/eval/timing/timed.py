@@ -33,13 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuda_agent.eval.channel import messages as P
-from cuda_agent.eval.channel.exchange import ask, compare_recv, compare_send, finish, guard, recv, send, who
+from cuda_agent.eval.channel.exchange import Stop, ask, compare_recv, compare_send, finish, guard, recv, send, who
 from cuda_agent.eval.channel.processes import Child, failure
 from cuda_agent.eval.checks import speed_of_light as sol
 from cuda_agent.eval.config import EvalConfig
 from cuda_agent.eval.gpu import GPU
 from cuda_agent.eval.judge.cache import KVCache
 from cuda_agent.eval.judge.result import EvalResult, Finding, Severity, Status, TimingStats
+from cuda_agent.eval.shared import lightloop
 from cuda_agent.eval.shared.events import PROTOCOL as TIMING_PROTOCOL
 from cuda_agent.eval.shared.events import checked_calls, derive_seed, side_stream_suspect
 from cuda_agent.eval.timing import clock as tt
@@ -187,14 +188,26 @@ def _prepare(
 ) -> P.PrepareReply:
     opts = _clock_opt_ins(cfg)
     digest, draws = cfg.clock_loop()
-    return ask(
-        child,
-        res,
-        P.BurstPrepare(k, mode, graph, verify, "flush" in opts, digest, "cold" in opts, draws),
-        cfg.timing_timeout,
-        "trusted_clock",
-        P.PrepareReply,
-    )
+    try:
+        return ask(
+            child,
+            res,
+            P.BurstPrepare(k, mode, graph, verify, "flush" in opts, digest, "cold" in opts, draws),
+            cfg.timing_timeout,
+            "trusted_clock",
+            P.PrepareReply,
+        )
+    except Stop as stop:
+        # The reference (our harness alone) could not build the lighter loop: the machine failed, not the
+        # candidate (no reward, not cached). Only the reference's word counts: a candidate could raise the same text.
+        if child.role == "reference" and lightloop.UNAVAILABLE in stop.result.message:
+            r = stop.result
+            r.status, r.reward = Status.ENV_ERROR, None
+            r.message = (
+                f"{r.message} -- the evaluator's clock's lighter loop cannot run on this machine; "
+                "EvalConfig(clock_digest='dense', clock_draws='torch') (--clock dense,torch) uses the loop before it"
+            )[:900]
+        raise
 
 
 def _looks(child: Child, res: EvalResult, cfg: EvalConfig, kind: str, k: int, replays: int, mode: str) -> BurstRecord:
