@@ -62,6 +62,8 @@ def settings(cfg: EvalConfig) -> dict[str, Any]:
 
     d = dataclasses.asdict(cfg)
     out = {k: d[k] for k in SETTINGS}
+    digest, draws = cfg.clock_loop()  # "auto" as this machine resolves it: a report says which loop was timed
+    out["clock_loop"] = f"{digest} digests, {draws} draws"
     out["timing"] = "device time per call, L2 flushed, stream held while the host enqueues (eval.shared.events)"
     out["tolerance"] = f"per task (fp32 default atol = rtol = 1e-2), relative L2 at most {REL_L2_MAX:g} per output"
     out["reward"] = "paper Eq. 1: -1 fail; 3 if > 5 % faster than eager and torch.compile; 2 if only eager; else 1"
