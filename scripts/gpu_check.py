@@ -1,7 +1,7 @@
 """The GPU check: build, check and time everything on a CUDA machine in one call.
 
 Runs (1) every bundled example's solution through the full evaluator and
-expects reward 3 (or the lower reward `EXAMPLE_REWARD` names); (2) the faulty fixtures (compile error, wrong, illegal
+expects reward 3 (or the lower reward `EXAMPLE_REWARD` names, or its own event times earn on this GPU); (2) the faulty fixtures (compile error, wrong, illegal
 address, hang) and the hostile ones of tests/fixtures/faulty/hostile_gpu
 (segfault, a compile that never ends, gigabytes of output, a fork bomb, a
 network connection, a write outside the workspace; run with the static gate
@@ -46,6 +46,7 @@ from cuda_agent.eval.api import evaluate_single_file, evaluate_workspace  # noqa
 from cuda_agent.eval.checks import gate as static_gate  # noqa: E402
 from cuda_agent.eval.config import EvalConfig, clock_opt_ins  # noqa: E402
 from cuda_agent.eval.judge.result import EvalResult  # noqa: E402
+from cuda_agent.eval.judge.reward import milestone_reward  # noqa: E402
 from cuda_agent.eval.timing import gpu_lock  # noqa: E402
 from cuda_agent.task import Task  # noqa: E402
 from cuda_agent.task.suites import example_dirs  # noqa: E402
@@ -232,6 +233,18 @@ def _example_worker(task: str, solution: str, dest: str, clock: str = "") -> tup
     t0 = time.monotonic()
     r = evaluate_workspace(workspace(Path(task), Path(solution), Path(dest)), config=example_config(clock))
     return r.to_dict(), time.monotonic() - t0
+
+
+def example_want(name: str, r: EvalResult) -> tuple[int, str]:
+    """The reward an honest example must get: EXAMPLE_REWARD's (3 unless named), or lower where its own
+    event times earn less on this GPU (row_softmax_wide: 1.105x torch.compile on the H200, 0.97x on an
+    H100), since the clock must agree with an honest kernel's events, not beat them. Our own solution's
+    events are honest (no switch runs in it). (reward, a note naming the events' reward where it decided)."""
+    want = EXAMPLE_REWARD.get(name, 3)
+    if r.reported_ms is None or r.eager_ms is None or r.compile_ms is None:
+        return want, ""
+    by_events = milestone_reward(True, r.reported_ms, r.eager_ms, r.compile_ms)
+    return (by_events, f"its events give {by_events} on this GPU") if by_events < want else (want, "")
 
 
 def kept_rewards(rows: list[dict]) -> tuple[int, int, list[str]]:
@@ -497,19 +510,20 @@ def main() -> int:
         if a.only:
             examples = [p for p in examples if p.name in a.only]
         for ex in examples:
-            want = EXAMPLE_REWARD.get(ex.name, 3)
             for run in range(max(1, a.example_runs)):
                 t0 = time.monotonic()
                 r = evaluate_workspace(
                     workspace(ex / "task.py", ex / "solution", work / f"{ex.name}-{run}"),
                     config=example_config(a.clock),
                 )
+                want, why = example_want(ex.name, r)
                 record(
                     f"example/{ex.name}" + (f"#{run + 1}" if a.example_runs > 1 else ""),
                     r,
                     f"reward {want}",
                     r.reward is not None and r.reward >= want,
                     time.monotonic() - t0,
+                    why,
                 )
             inline = ex / "solution_inline.py"
             if inline.is_file():  # the KernelBench single-file form (load_inline in the child)
@@ -523,7 +537,6 @@ def main() -> int:
 
             with ProcessPoolExecutor(a.example_shared, mp_context=multiprocessing.get_context("spawn")) as pool:
                 for ex in examples:
-                    want = EXAMPLE_REWARD.get(ex.name, 3)
                     futs = [
                         pool.submit(
                             _example_worker,
@@ -537,12 +550,14 @@ def main() -> int:
                     for i, f in enumerate(futs):
                         d, wall = f.result()
                         r = EvalResult.from_dict(d)
+                        want, why = example_want(ex.name, r)
                         record(
                             f"shared/{ex.name}#{i + 1}",
                             r,
                             f"reward {want}",
                             r.reward is not None and r.reward >= want,
                             wall,
+                            why,
                         )
 
         # issue 13: a workspace in the public CUDA-Agent release's layout, evaluated as it is

@@ -48,3 +48,17 @@ def test_clock_lines_show_each_sides_net_over_its_events_and_the_candidates_spre
     (line,) = gc.clock_lines(rows)
     assert line.startswith("  row_softmax_wide: clock/events candidate 0.950 1.050 (spread 10.5%)")
     assert "; eager 0.900; compile 0.900; vs compile 1.056 1.167" in line
+
+
+def test_an_example_must_earn_what_its_own_events_earn_on_this_gpu_and_no_less():
+    """row_softmax_wide's events: 1.105x torch.compile on the H200 (2026-12-06) must get 3; 0.974x on an H100
+    (2026-12-07) earns 2, and 2 is what the clock must give; a named lower reward stays the cap."""
+    from cuda_agent.eval.judge.result import EvalResult, Status
+
+    def run(reported, eager, compile_):
+        return EvalResult(Status.OK, 2, True, reported_ms=reported, eager_ms=eager, compile_ms=compile_)
+
+    assert gc.example_want("row_softmax_wide", run(0.142, 0.175, 0.157)) == (3, "")
+    assert gc.example_want("row_softmax_wide", run(0.1883, 0.2179, 0.1832)) == (2, "its events give 2 on this GPU")
+    assert gc.example_want("silu_mul_bf16", run(0.09, 0.2, 0.12)) == (2, "")  # EXAMPLE_REWARD's 2 stays the bar
+    assert gc.example_want("gelu_chain", EvalResult(Status.REJECTED, -1, False)) == (3, "")  # no events: the default
