@@ -262,6 +262,11 @@ def test_eval_shows_the_compile_phase_on_a_terminal(tmp_path, cache_env):
         ),
         (["bench", "examples", "--solutions", ".", "-o", "/tmp/x", "--gpus", "two"], "--gpus: expected an integer"),
         (["eval", ".", "--timed-calls", "2"], "--timed-calls: must be at least 3"),
+        (["eval", ".", "--clock", "dens"], "--clock: unknown --clock name(s) dens; choose from"),
+        (
+            ["bench", "examples", "--solutions", ".", "-o", "/tmp/x", "--clock", "hash,rank1"],
+            "--clock takes one digest",
+        ),
         (["lint-task", TASK, "--seeds", "0"], "--seeds: must be at least 1"),
         (["view", ".", "--port", "70000"], "--port: must be a port number"),
         (["eval", "--foo"], "unrecognized arguments: --foo"),
@@ -273,6 +278,29 @@ def test_bad_arguments_are_refused_by_the_verb(argv, needle, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert needle in err and f"usage: cuda-agent {argv[0]}" in err and "max_workers" not in err
+
+
+def test_eval_and_bench_take_the_clocks_loop_by_name(tmp_path, monkeypatch, capsys):
+    """`--clock dense,torch` is the way out the clock's env_error names (a machine that cannot build the
+    lighter loop): it must reach the evaluation's EvalConfig; without it the fields stay "auto"."""
+    from cuda_agent.cli import cmd_eval
+    from cuda_agent.eval import api
+    from cuda_agent.eval.judge.result import EvalResult, Status
+
+    seen = []
+
+    def fake(w, task=None, phase="profile", config=None):
+        seen.append(config)
+        return EvalResult(Status.NO_GPU, None, False, message="no GPU")
+
+    monkeypatch.setattr(cmd_eval, "_start_children_early", lambda *a, **k: None)
+    monkeypatch.setattr(api, "evaluate_workspace", fake)
+    assert main(["eval", str(tmp_path), "--clock", "dense,torch,fresh", "--json"]) == 0
+    assert main(["eval", str(tmp_path), "--json"]) == 0
+    capsys.readouterr()
+    (old, default) = seen
+    assert (old.clock_digest, old.clock_draws, old.clock_fresh_baselines) == ("dense", "torch", True)
+    assert (default.clock_digest, default.clock_draws, default.clock_fresh_baselines) == ("auto", "auto", False)
 
 
 def test_compile_phase_does_not_claim_a_verdict(tmp_path):

@@ -72,6 +72,24 @@ def baseline_names(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def clock_names(text: str) -> dict[str, bool | str]:
+    """`--clock dense,torch` (or flush, fresh, cold, rank1, hash, fast): EvalConfig's clock fields
+    (eval.config.clock_opt_ins); a name it does not know is refused with the names it does."""
+    from cuda_agent.eval.config import clock_opt_ins
+
+    try:
+        return clock_opt_ins(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+CLOCK_HELP = (
+    "the evaluator's clock, comma-separated: its burst loop's digest (dense, rank1, hash) and draws (torch, "
+    "fast), default the lighter loop (hash, fast) on a GPU that can build it; 'dense,torch' is the loop "
+    "before it (for a machine where the lighter one cannot run); opt-ins flush, fresh, cold (docs/internals.md)"
+)
+
+
 BASELINES_HELP = (
     "baselines to report, comma-separated: eager, compile (always: the paper's and the reward's), "
     "max-autotune (torch.compile mode=max-autotune-no-cudagraphs), cuda-graph (eager replayed from a CUDA "

@@ -15,11 +15,12 @@ input, 130 on Ctrl-C with the finished results kept.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
 
-from cuda_agent.cli.argtypes import BASELINES_HELP, at_least, baseline_names, positive_int
+from cuda_agent.cli.argtypes import BASELINES_HELP, CLOCK_HELP, at_least, baseline_names, clock_names, positive_int
 from cuda_agent.cli.cmd_tasks import parse_levels
 from cuda_agent.cli.main import UsageError
 
@@ -58,6 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--timed-calls", type=at_least(3), default=None, help="timed calls per round (default 50)")
     p.add_argument("--baselines", type=baseline_names, default=None, help=BASELINES_HELP)
+    p.add_argument("--clock", type=clock_names, default=None, metavar="NAMES", help=CLOCK_HELP)
     p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --model (env OPENAI_BASE_URL)")
     p.add_argument("--api-key", default=None, help="API key for --model (env OPENAI_API_KEY)")
     p.add_argument(
@@ -111,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = EvalConfig(device=args.device, compile_baseline=args.device == "cuda")
     if args.baselines:
         cfg.baselines = args.baselines
+    if args.clock:
+        cfg = dataclasses.replace(cfg, **args.clock)
     if args.timed_calls is not None:
         cfg.n_timed = args.timed_calls
     agent = _agent_spec(args) if args.model else None

@@ -9,10 +9,11 @@ with --json or when piped nothing but the result is printed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
-from cuda_agent.cli.argtypes import BASELINES_HELP, at_least, baseline_names
+from cuda_agent.cli.argtypes import BASELINES_HELP, CLOCK_HELP, at_least, baseline_names, clock_names
 from cuda_agent.cli.main import UsageError
 from cuda_agent.cli.phase_display import enabled_for, showing_phases
 
@@ -34,6 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fresh", action="store_true", help="evaluate again even if this exact candidate was scored before")
     p.add_argument("--timed-calls", type=at_least(3), default=None, help="timed calls per round (default 50)")
     p.add_argument("--baselines", type=baseline_names, default=None, help=BASELINES_HELP)
+    p.add_argument("--clock", type=clock_names, default=None, metavar="NAMES", help=CLOCK_HELP)
     p.add_argument(
         "--expert",
         action="store_true",
@@ -63,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
         cfg.n_timed = args.timed_calls
     if args.baselines:
         cfg.baselines = args.baselines
+    if args.clock:
+        cfg = dataclasses.replace(cfg, **args.clock)
     task = Task.from_file(args.task) if args.task else None
     _start_children_early(cfg, task, args.phase, single_file=bool(args.solution))
     if args.solution:

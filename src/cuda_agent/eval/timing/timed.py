@@ -205,7 +205,7 @@ def _prepare(
             r.status, r.reward = Status.ENV_ERROR, None
             r.message = (
                 f"{r.message} -- the evaluator's clock's lighter loop cannot run on this machine; "
-                "EvalConfig(clock_digest='dense', clock_draws='torch') (--clock dense,torch) uses the loop before it"
+                "`--clock dense,torch` (EvalConfig(clock_digest='dense', clock_draws='torch')) uses the loop before it"
             )[:900]
         raise
 
