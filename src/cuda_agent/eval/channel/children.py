@@ -198,11 +198,15 @@ def spawn(cfg: Any, precision: str, gpu_key: str | None = None) -> Pair:
 
 
 def _light_loop(cfg: Any) -> bool:
-    """Whether the clock's lighter loop is asked for (child.hashed): its kernels are then compiled
-    when the child starts CUDA, not in the first burst's prepare."""
+    """Whether the clock's lighter loop may be asked for (child.hashed): its kernels are then compiled
+    when the child starts CUDA, not in the first burst's prepare. "auto" counts as asking, unresolved:
+    resolving it imports torch and runs NVRTC here, which `cuda-agent eval` starts the children early to
+    avoid; a child that cannot build the kernels only records why (the parent's own resolution then
+    asks it for the loop before them)."""
     if cfg.device != "cuda":
         return False
-    digest, draws = cfg.clock_loop()
+    digest = "hash" if cfg.clock_digest == "auto" else cfg.clock_digest
+    draws = "fast" if cfg.clock_draws == "auto" else cfg.clock_draws
     return P.light_loop(draws, digest)
 
 
