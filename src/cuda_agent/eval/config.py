@@ -1,8 +1,9 @@
 """Settings of one evaluation, with the defaults of design.md section 2.
 
-Contract: plain data; the one behaviour is `clock_loop`, which resolves the clock's "auto" loop for this
-machine. Every field has a default a user can rely on; the CLI exposes the common ones. Phases: "compile" (static checks and
-build), "verify" (+ correctness), "profile" (+ timing and reward; the default).
+Contract: plain data; the one behaviour is `clock_loop`, which resolves the clock's "auto" burst loop
+for this machine. Every field has a default a user can rely on; the CLI exposes the common ones.
+Phases: "compile" (static checks and build), "verify" (+ correctness), "profile" (+ timing and reward;
+the default).
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ Phase = Literal["compile", "verify", "profile"]
 DIGESTS = ("dense", "rank1", "hash")  # EvalConfig.clock_digest, besides "auto"
 DRAWS = ("torch", "fast")  # EvalConfig.clock_draws, besides "auto"
 
+PHASES: tuple[Phase, ...] = ("compile", "verify", "profile")
+
 
 def light_loop_unavailable() -> str | None:
     """None when this machine can build the clock's lighter loop (shared.lightloop), else why not."""
     from cuda_agent.eval.shared.lightloop import unavailable  # imports torch: only where a GPU default is resolved
 
     return unavailable()
-
-
-PHASES: tuple[Phase, ...] = ("compile", "verify", "profile")
 
 
 @dataclass
