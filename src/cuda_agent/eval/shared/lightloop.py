@@ -11,7 +11,8 @@ RuntimeError with NVRTC's log; `unavailable()` None when NVRTC compiles the sour
 module loader the children launch it with, else why not (once per process; no CUDA context is created).
 
 Not guaranteed: that the driver loads the PTX (an older driver than NVRTC's may refuse it): a child that
-cannot then fails its burst with the reason (`hashed.ready`).
+cannot then fails its burst prepare with the reason (`hashed.ready`), which from the reference ends the
+evaluation as env_error (`timing/timed.py`).
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ def unavailable() -> str | None:
         from torch.cuda import _utils as cu  # private: the children load and launch the kernels through it
 
         if not hasattr(cu, "_cuda_load_module"):
-            return "torch has no torch.cuda._utils._cuda_load_module to load the kernels with"
+            return f"{UNAVAILABLE}: torch has no torch.cuda._utils._cuda_load_module to load them with"
         nvrtc_ptx(CUDA_SRC, PROBE_ARCH)
     except Exception as e:  # noqa: BLE001 - NVRTC or torch missing or failing: reported, never raised here
         return f"{UNAVAILABLE}: {type(e).__name__}: {e}"[:400]
