@@ -117,8 +117,9 @@ What a candidate that fully controls its process can and cannot do:
   the harness's burst with its own code; that lowers its burst by up to the loop's cost, so the
   clock's time is never taken below the task's speed-of-light floor (`floor_ms`), but a
   memory-bound candidate could then be timed down to that floor. (2) The digests are linear in the
-  output, with one weight matrix per burst: for a linear task (a GEMM) a candidate that replaces
-  the burst could compute the digests from the inputs and W A without the outputs. Both need
+  output, with one set of weights per burst (a weight matrix, or the sign digest's keyed signs): for
+  a linear task (a GEMM) a candidate that replaces the burst could compute the digests from the
+  inputs and W A without the outputs. Both need
   code that rewrites the harness from inside the process (which the static rules and the
   post-build symbol check reject first) and an exact reimplementation of the burst; moving the
   draws and digests into the reference's process (CUDA IPC) would close both. (3) k calls with
