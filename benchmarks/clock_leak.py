@@ -14,7 +14,9 @@ PYTHONPATH=src python benchmarks/clock_leak.py --pairs 8 --sizes "~20 us" --fact
 drift of the machine over the run falls on both alike), then the forgers' mean time that counts
 against the honest mean, with the difference's standard error: the lie's effect told from the
 clock's noise at sizes where one evaluation each cannot (H100, 2026-12-06: at ~20 us the clock's
-spread was 3.9 %, above its 3 % charge).
+spread was 3.9 %, above its 3 % charge). Before it, a table of where the candidate's net spreads, from
+each result's `trusted_looks`: within one evaluation (its second-fastest look against its fastest) and
+between evaluations (the fastest's standard deviation), each as a share of the burst per call and of the net.
 """
 
 from __future__ import annotations
