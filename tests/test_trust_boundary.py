@@ -101,7 +101,12 @@ def test_well_formed_replies_parse_into_types():
         ("time", {"ok": True, "stats": {**STATS, "min_ms": 5.0}, "outputs": []}, "above the median"),
         ("time", {"ok": True, "stats": {k: v for k, v in STATS.items() if k != "n"}, "outputs": []}, "missing ['n']"),
         ("time", {"ok": True, "stats": {**STATS, "n": True}, "outputs": []}, "integer"),
-        ("burst", {"ok": True, "digests": [["1.0"]]}, "expected a number"),
+        ("burst", {"ok": True, "digests": [["1.0"]]}, "expected an object"),
+        ("burst", {"ok": True, "digests": {"f64": "not base64!", "cols": 2}}, "not base64"),
+        ("burst", {"ok": True, "digests": {"f64": "AAAAAAAAAAAA", "cols": 2}}, "are not rows of 2 float64"),
+        ("burst", {"ok": True, "digests": {"f64": "", "cols": 65}}, "integer in [0, 64]"),
+        ("burst", {"ok": True, "digests": {"f64": "AAAAAAAAAAA=", "cols": 0}}, "are not rows of 0 float64"),
+        ("burst", {"ok": True, "digests": {"f64": "", "cols": 2, "more": 1}}, "unexpected"),
         ("run", {"ok": "yes"}, "boolean 'ok'"),
         ("run", ["not", "an", "object"], "boolean 'ok'"),
     ],
@@ -110,6 +115,20 @@ def test_malformed_replies_are_refused(cmd, obj, needle):
     with pytest.raises(P.ProtocolError, match=None) as e:
         P.parse_reply(cmd, obj)
     assert needle in str(e.value)
+
+
+def test_a_bursts_digests_travel_packed_and_come_back_as_rows():
+    """The burst's reply carries its digests as packed float64 (no per-number JSON inside the parent's
+    clock); each row decodes to what was sent, NaN as None, and the wire is checked (above)."""
+    rows = [[1.5, -2.25, None, 3.0], [float("inf"), 0.0, 1e-300, None]]
+    wire = json.loads(json.dumps({"ok": True, "digests": P.PackedDigests.of(rows).to_wire()}))
+    got = P.parse_reply("burst", wire).digests
+    assert len(got) == 2 and got[0] == rows[0] and got[1] == rows[1]
+    with pytest.raises(IndexError):
+        got[2]
+    assert len(P.PackedDigests.of([])) == 0
+    with pytest.raises(ValueError, match="different lengths"):
+        P.PackedDigests.of([[1.0], [1.0, 2.0]])
 
 
 def test_requests_round_trip_and_paths_are_the_parents():

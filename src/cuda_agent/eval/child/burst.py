@@ -437,14 +437,15 @@ def cmd_burst(st: State, req: P.Burst) -> dict[str, Any]:
     """k x replays back-to-back calls of a prepared side on the salt's sequence, digested on the device,
     one read-back at the end. The parent's clock around this request is the evaluator's clock."""
     if st.role == "candidate" and hijack().get("fake_digest"):  # a rewritten harness skipping the work
-        return {"digests": [[float(i)] for i in range(req.k * req.replays)]}
+        return {"digests": P.PackedDigests.of([[float(i)] for i in range(req.k * req.replays)]).to_wire()}
     plan = st.bursts.get((req.mode, req.k))
     if plan is None:
         raise RuntimeError(f"no prepared burst of {req.k} calls for mode {req.mode!r}")
     with torch.no_grad():
         digests = _run(st, plan, req.salt, req.replays)
-        n_out = len(plan.numels)
-        return {"digests": _rows(digests, n_out)}
+        rows = digests[:, : len(plan.numels) * DIGESTS_PER_OUTPUT].double().contiguous()
+        # one device sync for the whole burst; NaN stands for None (P.PackedDigests)
+        return {"digests": P.PackedDigests(rows.cpu().numpy().tobytes(), rows.shape[1]).to_wire()}
 
 
 def cmd_digests(st: State, req: P.Digests) -> dict[str, Any]:

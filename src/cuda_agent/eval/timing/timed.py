@@ -164,7 +164,7 @@ class BurstRecord:
     replays: int
     salts: list[int]
     seconds: list[float]
-    digests: list[list[list[float | None]]]
+    digests: list[P.PackedDigests]  # per look: its calls' digests, rows decoded only where checked
 
     @property
     def looks(self) -> tt.Looks:
