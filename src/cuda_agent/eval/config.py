@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Phase = Literal["compile", "verify", "profile"]
-DIGESTS = ("dense", "rank1", "hash")  # EvalConfig.clock_digest, besides "auto"
-DRAWS = ("torch", "fast")  # EvalConfig.clock_draws, besides "auto"
+from cuda_agent.eval.channel.messages import DIGESTS, DRAWS
 
+Phase = Literal["compile", "verify", "profile"]
 PHASES: tuple[Phase, ...] = ("compile", "verify", "profile")
 
 
@@ -124,9 +123,10 @@ class EvalConfig:
     # the steadiest; bench and the agent's tools set 1, a one-shot `cuda-agent eval` shows it as is.
     retry_unstable: int = 0
 
-    def clock_loop(self) -> tuple[str, str]:
+    def clock_loop(self, probe: bool = True) -> tuple[str, str]:
         """The burst loop's (digest, draws) in force: "auto" resolved (see clock_digest), the rest as given;
-        an unknown name is a ValueError that names it."""
+        an unknown name is a ValueError that names it. `probe=False` takes the machine to be able to build
+        the lighter loop (no torch import, no NVRTC: for starting the children before anything else)."""
         for field, value, allowed in (
             ("clock_digest", self.clock_digest, DIGESTS),
             ("clock_draws", self.clock_draws, DRAWS),
@@ -136,7 +136,7 @@ class EvalConfig:
         light = (
             self.device == "cuda"
             and "auto" in (self.clock_digest, self.clock_draws)
-            and light_loop_unavailable() is None
+            and (not probe or light_loop_unavailable() is None)
         )
         digest = ("hash" if light else "dense") if self.clock_digest == "auto" else self.clock_digest
         draws = ("fast" if light else "torch") if self.clock_draws == "auto" else self.clock_draws

@@ -204,9 +204,8 @@ def _light_loop(cfg: Any) -> bool:
     avoid; a child that cannot build the kernels only records why (the parent's own resolution then
     asks it for the loop before them)."""
     if cfg.device != "cuda":
-        return False
-    digest = "hash" if cfg.clock_digest == "auto" else cfg.clock_digest
-    draws = "fast" if cfg.clock_draws == "auto" else cfg.clock_draws
+        return False  # the CPU lane's children start no CUDA, whatever the loop asked for
+    digest, draws = cfg.clock_loop(probe=False)
     return P.light_loop(draws, digest)
 
 

@@ -125,6 +125,10 @@ class BurstPrepare:
     cmd: str = "prepare"
 
 
+DIGESTS = ("dense", "rank1", "hash")  # a burst's digest (EvalConfig.clock_digest, besides "auto"; child.burst)
+DRAWS = ("torch", "fast")  # a burst's draws (EvalConfig.clock_draws, besides "auto"; child.hashed)
+
+
 def light_loop(draws: str, digest: str) -> bool:
     """Whether a burst's settings ask for the clock's lighter loop (child.hashed): EvalConfig.clock_draws
     "fast" or clock_digest "hash". Both sides ask it: the parent to warm the children, a child to refuse."""

@@ -48,8 +48,6 @@ from cuda_agent.eval.shared.events import derive_seed, l2_flush_buffer
 DIGESTS_PER_OUTPUT = 2  # independent weight rows: a wrong output slips past one with ~10 % chance, past both ~1 %
 MAX_OUTPUTS = 16  # outputs digested per call
 WIDTH = MAX_OUTPUTS * DIGESTS_PER_OUTPUT
-DIGESTS = ("dense", "rank1", "hash")
-DRAWS = ("torch", "fast")
 RANK1_MIN = 1 << 16  # outputs shorter than this stay dense (their weights are small anyway)
 
 
@@ -115,7 +113,7 @@ def _numels(outs: list[Any]) -> list[int | None]:
 
 
 def _weight_buffers(numels: list[int | None], device: torch.device, digest: str = "dense") -> list[Any]:
-    if digest not in DIGESTS:
+    if digest not in P.DIGESTS:
         raise ValueError(f"unknown digest {digest!r}")
     out: list[Any] = []
     for n in numels:
@@ -212,9 +210,13 @@ def _tolerance_scale(t: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
     return torch.linalg.vector_norm((atol + rtol * t.abs()).to(torch.float64))
 
 
+def _columns(values: torch.Tensor, n_out: int) -> torch.Tensor:
+    """The digests of the outputs there are, as float64 on the host (one device sync for the whole burst)."""
+    return values[:, : n_out * DIGESTS_PER_OUTPUT].double().cpu().contiguous()
+
+
 def _rows(values: torch.Tensor, n_out: int) -> list[list[float | None]]:
-    rows = values[:, : n_out * DIGESTS_PER_OUTPUT].double().tolist()  # one device sync for the whole burst
-    return [[None if math.isnan(v) else v for v in r] for r in rows]
+    return [[None if math.isnan(v) else v for v in r] for r in _columns(values, n_out).tolist()]
 
 
 def compiled_or_model(st: State, mode: str) -> Any:
@@ -379,7 +381,7 @@ def cmd_prepare(st: State, req: P.BurstPrepare) -> dict[str, Any]:
     its graph. Reply {"graph": captured?, "why": why not}. With req.verify (reference), one replay
     is compared with the eager sequence of the same salt, exactly (the draws are the same tensors)."""
     st.bursts.clear()  # one side at a time: each side's bursts follow its prepare (graphs hold memory)
-    if req.draws not in DRAWS:
+    if req.draws not in P.DRAWS:
         raise ValueError(f"unknown draws {req.draws!r}")
     if P.light_loop(req.draws, req.digest):
         hashed.ready(st.device)  # or the reason it cannot be, the same in every child: the evaluation ends with it
@@ -443,9 +445,8 @@ def cmd_burst(st: State, req: P.Burst) -> dict[str, Any]:
         raise RuntimeError(f"no prepared burst of {req.k} calls for mode {req.mode!r}")
     with torch.no_grad():
         digests = _run(st, plan, req.salt, req.replays)
-        rows = digests[:, : len(plan.numels) * DIGESTS_PER_OUTPUT].double().contiguous()
-        # one device sync for the whole burst; NaN stands for None (P.PackedDigests)
-        return {"digests": P.PackedDigests(rows.cpu().numpy().tobytes(), rows.shape[1]).to_wire()}
+        rows = _columns(digests, len(plan.numels))  # NaN stands for None (P.PackedDigests)
+        return {"digests": P.PackedDigests(rows.numpy().tobytes(), rows.shape[1]).to_wire()}
 
 
 def cmd_digests(st: State, req: P.Digests) -> dict[str, Any]:
