@@ -471,6 +471,15 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         headline=r"^(variant|dense|rank1|hash)",
     ),
     Measurement(
+        "light-launch",
+        "the host's cost of the lighter loop's launches: torch's kernel wrapper against the loop's own "
+        "launcher (one draw, one sign digest, one relu_scale-like loop call), and that both digest alike",
+        "28",
+        "",
+        (Step("light_launch", ("{py}", "benchmarks/light_launch.py", "--out", "{out}/launch.json"), 90),),
+        headline=r"^(launcher|own |torch |digests agree)",
+    ),
+    Measurement(
         "clock-spread",
         "the clock against the events where it spread most (H200, 2026-12-06): row_softmax_wide and "
         "silu_mul_bf16 3 times each, and the release's 4 us scale_add: the loop before the lighter one "

@@ -70,7 +70,7 @@ def _nvrtc_here() -> bool:
 @pytest.mark.skipif(not _nvrtc_here(), reason="no NVRTC library on this machine")
 def test_the_kernels_compile_with_nvrtc_and_no_headers():
     ptx = lightloop.nvrtc_ptx(lightloop.CUDA_SRC, "compute_90").rstrip(b"\0").decode()
-    assert ".entry ca_draw(" in ptx and ".entry ca_digest(" in ptx
+    assert ".entry ca_draw(" in ptx and ".entry ca_digest(" in ptx and ".entry ca_reduce(" in ptx
     assert "lg2.approx" in ptx and "sin.approx" in ptx  # the fast intrinsics, not libdevice's accurate ones
     with pytest.raises(RuntimeError, match="NVRTC compile failed"):
         lightloop.nvrtc_ptx("this is not CUDA {", "compute_90")
@@ -356,3 +356,92 @@ def test_a_machine_that_cannot_build_the_lighter_loop_is_an_env_error_only_on_th
         r = stop.value.result
         assert (r.status, r.reward) == (status, reward), (role, r.message)
         assert lightloop.UNAVAILABLE in r.message and ("--clock dense,torch" in r.message) == (role == "reference")
+
+
+def _parameters(src: str) -> dict[str, str]:
+    """Each kernel's parameter kinds as the launcher spells them (p pointer, i int, d double), read off the source."""
+    import re
+
+    kinds: dict[str, str] = {}
+    for name, params in re.findall(r'extern "C" __global__ void (\w+)\(([^)]*)\)', src):
+        kinds[name] = "".join(
+            "p" if "*" in p else "d" if p.split()[-2] == "double" else "i" if p.split()[-2] == "int" else "?"
+            for p in params.split(",")
+        )
+    return kinds
+
+
+def test_the_launchers_signatures_are_the_kernels_own():
+    """A launcher that passed a double where the kernel reads an int would draw other numbers: the
+    declared kinds must be the source's, kernel by kernel, and every kernel the source has is loaded."""
+    assert _parameters(lightloop.CUDA_SRC) == hashed._ARGS
+    assert set(hashed._ARGS) == {"ca_draw", "ca_digest", "ca_reduce"}
+
+
+def test_the_launcher_fills_one_argument_block_and_launches_on_the_current_stream(monkeypatch):
+    """The launch without torch's wrapper (built once, values set per launch): what the driver reads
+    through the block is each argument, a tensor as its address; a driver error raises."""
+    import ctypes
+
+    seen: list[tuple] = []
+
+    def launch(func, gx, gy, gz, bx, by, bz, shared, stream, argv, extra):
+        values = []
+        for kind, slot in zip("ppiiiidd", range(8), strict=True):
+            addr = argv[slot]
+            ctype = {"p": ctypes.c_void_p, "i": ctypes.c_int, "d": ctypes.c_double}[kind]
+            values.append(ctype.from_address(addr).value)
+        seen.append((func.value, (gx, gy, gz), (bx, by, bz), shared, stream, values, extra))
+        return 0 if len(seen) < 3 else 700
+
+    monkeypatch.setattr(hashed, "_raw_stream", lambda device: 0xABC)
+    k = hashed._Kernel(SimpleNamespace(func=ctypes.c_void_p(0x1234)), "ppiiiidd", launch)
+    out, key = torch.empty(10), torch.empty(2, dtype=torch.int32)
+    k(CPU, 7, 256, out, key, 2, 1, 10, 5, 0.5, 2.0)
+    k(CPU, 3, 64, key, out, 0, 0, 4, 0, -1.0, 3.5)
+    assert seen[0] == (
+        0x1234,
+        (7, 1, 1),
+        (256, 1, 1),
+        0,
+        0xABC,
+        [out.data_ptr(), key.data_ptr(), 2, 1, 10, 5, 0.5, 2.0],
+        None,
+    )
+    assert seen[1][5] == [key.data_ptr(), out.data_ptr(), 0, 0, 4, 0, -1.0, 3.5] and seen[1][1:3] == (
+        (3, 1, 1),
+        (64, 1, 1),
+    )
+    with pytest.raises(RuntimeError, match="CUDA error 700"):
+        k(CPU, 1, 32, out, key, 0, 0, 1, 0, 0.0, 1.0)
+    with pytest.raises(TypeError, match="7 arguments for 8"):
+        k(CPU, 1, 32, out, key, 0, 0, 1, 0, 0.0)
+
+
+def test_without_torchs_function_handle_the_launcher_uses_torchs_own_launch():
+    calls: list[dict] = []
+    torch_kernel = lambda **kw: calls.append(kw)  # noqa: E731 - torch's wrapper, as called
+    k = hashed._Kernel(torch_kernel, "pii", lambda *a: pytest.fail("the driver path without a handle"))
+    t = torch.empty(3)
+    k(CPU, 5, 128, t, 1, 2)
+    assert calls == [{"grid": (5, 1, 1), "block": (128, 1, 1), "args": [t, 1, 2]}]
+
+
+def test_the_patch_is_made_once_and_restores_what_it_found(monkeypatch):
+    """Entering the patch swaps six attributes (its functions made once per device); a draw it does not
+    serve goes to whatever torch had when it was entered, and that is what it puts back."""
+    seen: list[tuple] = []
+
+    def spy(*args, **kwargs):
+        seen.append((args, kwargs))
+        return "spied"
+
+    monkeypatch.setattr(torch, "randn", spy)
+    with hashed.patched(CPU):
+        first = torch.randn
+        assert torch.randn(3, dtype=torch.float64) == "spied"  # not served: to what was there
+        assert torch.randn(3).shape == (3,) and seen == [((3,), {"dtype": torch.float64})]
+    assert torch.randn is spy
+    with hashed.patched(CPU):
+        assert torch.randn is first  # the same functions: made once
+    assert torch.randn is spy and not hashed._ORIGINAL

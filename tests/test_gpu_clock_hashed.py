@@ -95,3 +95,34 @@ def test_a_graph_replays_the_salts_draws_and_digests_as_the_eager_sequence():
     g.replay()
     first = out.clone()
     assert not torch.equal(first, second)
+
+
+def test_the_digests_own_sum_accumulates_and_a_row_of_another_kind_still_gets_it():
+    """The block sums' kernel (a warp per digest, fixed order): it sets or adds to dst as asked (a tensor
+    past the 32-bit index is digested in pieces, each added); a dst that is not a plain fp32 pair gets
+    the same digest through a copy; and the driver launch and torch's agree exactly."""
+    hashed.warm(GPU)
+    blocks = 1500
+    partial = torch.randn(2 * blocks, device=GPU)
+    dst = torch.tensor([10.0, -20.0], device=GPU)
+    hashed._kernels["ca_reduce"](GPU, 1, 64, partial, blocks, dst, 1)
+    want = partial.view(blocks, 2).double().sum(dim=0).cpu() + torch.tensor([10.0, -20.0], dtype=torch.float64)
+    assert torch.allclose(dst.cpu().double(), want, atol=1e-3)
+    hashed._kernels["ca_reduce"](GPU, 1, 64, partial, blocks, dst, 0)
+    assert torch.allclose(dst.cpu().double(), want - torch.tensor([10.0, -20.0], dtype=torch.float64), atol=1e-3)
+    _, k_gpu = _keys()
+    x = torch.randn((1 << 21) + 5, device=GPU)
+    plain, wide = torch.empty(2, device=GPU), torch.empty(4, dtype=torch.float64, device=GPU)[::2]
+    hashed.digest_into(x, k_gpu, plain)
+    hashed.digest_into(x, k_gpu, wide)
+    assert torch.equal(wide.float(), plain)
+    saved = {name: k.func for name, k in hashed._kernels.items()}
+    try:
+        for k in hashed._kernels.values():
+            k.func = None  # torch's own launch
+        by_torch = torch.empty(2, device=GPU)
+        hashed.digest_into(x, k_gpu, by_torch)
+    finally:
+        for name, k in hashed._kernels.items():
+            k.func = saved[name]
+    assert torch.equal(by_torch, plain)

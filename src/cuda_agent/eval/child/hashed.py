@@ -29,10 +29,18 @@ What this module gives, per burst draw and per output digest:
 - The CPU lane computes the same hash with torch's integer ops (`_hash_cpu`): the same numbers for
   the integers, the floats within rounding of the GPU's fast intrinsics. It tests the machinery.
 
-On a GPU the kernels (`shared/lightloop.py`'s source) are compiled at run time with NVRTC (no headers) and loaded and
-launched by torch's private driver wrappers (`torch.cuda._utils`): `available` says why not where
-either is missing or fails, and a burst that asks for them then fails with that reason. They are
-compiled once per process, before any timed request (`warm`, about 0.1 s).
+On a GPU the kernels (`shared/lightloop.py`'s source) are compiled at run time with NVRTC (no headers) and loaded
+by torch's private driver wrapper (`torch.cuda._utils`); `available` says why not where either is missing or
+fails, and a burst that asks for them then fails with that reason. They are compiled once per process,
+before any timed request (`warm`, about 0.1 s). They are launched through the driver's cuLaunchKernel with
+an argument block made once per kernel (`_Kernel`), not through torch's wrapper, which opened the driver
+library and built its arguments on every launch: 60-180 us a launch from Python on an H100 host, two or
+three launches a call, paid in each graph's capture and in the reference's eager re-run of a burst's
+sequence. They are the likely cause of what the H100's `defences-cost` showed at fbd4f67 (2026-12-07):
+the defences +34 %, `burst_check` 0.154 s and `trusted_clock` 0.144 s a run, against 0.034 and 0.058 s
+under torch's draws and the dense digest (2026-12-06); `benchmarks/clock_placement.py` prints both
+launchers' host cost, and the effect on `defences-cost` is to be measured.
+The sign digest's block sums are summed by a kernel of its own into the burst's row (no torch op).
 
 Not guaranteed: the statistical quality of a cryptographic generator (none is needed: the key is
 secret only until the request, as torch's seed is); draws for other dtypes, other distributions or
@@ -44,6 +52,7 @@ before).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -79,11 +88,66 @@ def available(device: torch.device) -> str | None:
         major, minor = torch.cuda.get_device_capability(device)
         ptx = lightloop.nvrtc_ptx(lightloop.CUDA_SRC, f"compute_{major}{minor}")
         with torch.cuda.device(device):
-            _kernels.update(cu._cuda_load_module(ptx, ["ca_draw", "ca_digest"]))
+            loaded = cu._cuda_load_module(ptx, list(_ARGS))
+        launch = _driver_launch(cu._get_gpu_runtime_library())
+        _kernels.update({name: _Kernel(k, _ARGS[name], launch) for name, k in loaded.items()})
     except Exception as e:  # noqa: BLE001 - NVRTC or the loader missing or failing: reported, never raised here
         _kernels.clear()
         _unavailable = f"{lightloop.UNAVAILABLE}: {type(e).__name__}: {e}"[:400]
     return _unavailable
+
+
+# each kernel's parameters: p a pointer, i a C int, d a double (lightloop.CUDA_SRC's signatures)
+_ARGS = {"ca_draw": "ppiiiidd", "ca_digest": "piiipp", "ca_reduce": "pipi"}
+_CTYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int, "d": ctypes.c_double}
+
+
+def _driver_launch(lib: Any) -> Any:
+    """The driver's cuLaunchKernel with its signature declared (opened once, here)."""
+    f = lib.cuLaunchKernel
+    f.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    f.restype = ctypes.c_int
+    return f
+
+
+def _raw_stream(device: torch.device) -> int:
+    """The current stream's handle on `device` (the capturing stream inside a graph's capture)."""
+    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return int(get(index)) if get is not None else int(torch.cuda.current_stream(index).cuda_stream)
+
+
+class _Kernel:
+    """One loaded kernel, launched through the driver with an argument block built once.
+
+    Why not torch's own wrapper (torch.cuda._utils._CudaKernel): it opens the driver library (ctypes.CDLL)
+    and builds every argument's ctypes object on each launch, 60-180 us a launch from Python on an H100's
+    host (2026-12-07), and a burst's loop launches two or three a call: in a graph's capture and in the
+    reference's eager re-run of a burst's sequence (burst_check), about half the defences' cost then.
+    The parameter values are copied by the driver at launch (and into the graph's node at capture), so
+    reusing one block is safe in this single-threaded child."""
+
+    def __init__(self, torch_kernel: Any, kinds: str, launch: Any) -> None:
+        self.torch_kernel = torch_kernel  # holds the module (and its function handle) alive
+        func = getattr(torch_kernel, "func", None)  # torch's private attribute: without it, torch's own launch
+        self.func = ctypes.c_void_p(func.value) if isinstance(func, ctypes.c_void_p) else None
+        self.values = [_CTYPES[k]() for k in kinds]
+        self.argv = (ctypes.c_void_p * len(kinds))(
+            *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in self.values]
+        )
+        self.launch = launch
+
+    def __call__(self, device: torch.device, blocks: int, threads: int, *args: Any) -> None:
+        if len(args) != len(self.values):
+            raise TypeError(f"{len(args)} arguments for {len(self.values)} parameters")
+        if self.func is None:
+            self.torch_kernel(grid=(blocks, 1, 1), block=(threads, 1, 1), args=list(args))
+            return
+        for v, a in zip(self.values, args, strict=True):
+            v.value = a.data_ptr() if isinstance(a, torch.Tensor) else a
+        rc = self.launch(self.func, blocks, 1, 1, threads, 1, 1, 0, _raw_stream(device), self.argv, None)
+        if rc != 0:
+            raise RuntimeError(f"CUDA error {rc} launching the lighter loop's kernel")
 
 
 def warm(device: torch.device) -> None:
@@ -92,6 +156,8 @@ def warm(device: torch.device) -> None:
     if available(device) is not None or device in _warmed:
         return
     _warmed.add(device)
+    if device.type == "cuda":
+        _partial(device)
     key = torch.tensor([12345, 678], dtype=torch.int32, device=device)
     t = torch.empty(1 << 12, device=device)
     fill(t, key, "normal", 0.0, 1.0)
@@ -136,9 +202,17 @@ def fill(t: torch.Tensor, key: torch.Tensor, what: str, a: float, b: float) -> t
         for base, n in _chunks(flat.numel()):
             piece = flat[base : base + n]
             _kernels["ca_draw"](
-                grid=(_blocks((n + 1) // 2), 1, 1),
-                block=(_THREADS, 1, 1),
-                args=[piece, key, _DTYPES[t.dtype], code, n, base, float(a), float(b)],
+                t.device,
+                _blocks((n + 1) // 2),
+                _THREADS,
+                piece,
+                key,
+                _DTYPES[t.dtype],
+                code,
+                n,
+                base,
+                float(a),
+                float(b),
             )
         return t
     v = _draw_cpu(flat.numel(), key, code, a, b).to(t.dtype)
@@ -163,21 +237,38 @@ def digest_into(x: torch.Tensor, key: torch.Tensor, dst: torch.Tensor) -> None:
             dst[j] = (sign * v).sum()
         return
     _need(x.device)
-    total = None
+    # two launches and no torch op: the partial sums in a buffer made before any capture, then one warp
+    # per digest sums them in a fixed order straight into dst (a plain fp32 pair, as a burst's row is)
+    out = dst if dst.dtype == torch.float32 and dst.is_contiguous() and dst.device == x.device else None
+    into = out if out is not None else torch.empty(DIGESTS_PER_OUTPUT, device=x.device)
+    partial = _partial(x.device)
+    first = True
     for base, n in _chunks(x.numel()):
         blocks = _blocks(n)
-        partial = torch.empty(blocks * DIGESTS_PER_OUTPUT, device=x.device)
         _kernels["ca_digest"](
-            grid=(blocks, 1, 1),
-            block=(_THREADS, 1, 1),
-            args=[x[base : base + n], _DTYPES[x.dtype], n, base, key, partial],
+            x.device, blocks, _THREADS, x[base : base + n] if base else x, _DTYPES[x.dtype], n, base, key, partial
         )
-        part = partial.view(blocks, DIGESTS_PER_OUTPUT).sum(dim=0)
-        total = part if total is None else total + part
-    if total is None:
-        dst.zero_()
-    else:
-        dst.copy_(total)
+        _kernels["ca_reduce"](x.device, 1, 64, partial, blocks, into, 0 if first else 1)
+        first = False
+    if first:
+        into.zero_()
+    if out is None:
+        dst.copy_(into)
+
+
+_partials: dict[torch.device, torch.Tensor] = {}
+
+
+def _partial(device: torch.device) -> torch.Tensor:
+    """The digest's per-block partial sums on `device`, one buffer reused by every digest in stream order.
+    Made by `warm`, before any capture (a buffer allocated inside a capture would belong to that graph)."""
+    device = torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device())
+    buf = _partials.get(device)
+    if buf is None:
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("the lighter loop's digest buffer is made by hashed.warm, before any capture")
+        buf = _partials[device] = torch.empty(_MAX_BLOCKS * DIGESTS_PER_OUTPUT, device=device)
+    return buf
 
 
 # -- the CPU lane's version of the same numbers ------------------------------------------------------
@@ -242,21 +333,31 @@ def _ours(dtype: torch.dtype, device: torch.device, kwargs: dict[str, Any]) -> b
     return dtype in _DTYPES and device.type in ("cuda", "cpu")
 
 
-@contextlib.contextmanager
-def patched(device: torch.device) -> Iterator[None]:
-    """torch's float draws on `device` served by `fill` with a fresh key each (module docstring)."""
-    if _ORIGINAL:  # nested: the outer patch stands
-        yield
-        return
+_NAMES = ("randn", "rand", "randn_like", "rand_like", "normal_", "uniform_")
+_TORCH = {n: getattr(torch.Tensor if n.endswith("_") else torch, n) for n in _NAMES}  # at import, before any task
+
+
+def _orig(name: str) -> Any:
+    """torch's draw as found when the patch was entered (import time's, for a wrapper kept past the patch)."""
+    return _ORIGINAL.get(name) or _TORCH[name]
+
+
+_wrappers: dict[torch.device, dict[str, Any]] = {}
+
+
+def _make_wrappers(device: torch.device) -> dict[str, Any]:
+    """The six draws served by `fill` on `device`, made once per device: entering the patch then only swaps
+    six attributes (a burst's loop enters it once a call, in a capture and in the reference's re-run).
+    Each calls torch's own, as found when the patch was entered, for a draw it does not serve."""
 
     def make(what: str, like: bool) -> Any:
-        orig = _ORIGINAL[("rand" if what == "uniform" else "randn") + ("_like" if like else "")]
+        name = ("rand" if what == "uniform" else "randn") + ("_like" if like else "")
 
         def draw(*args: Any, **kwargs: Any) -> Any:
             opts = dict(kwargs)
             if like:
                 if len(args) != 1 or not isinstance(args[0], torch.Tensor):
-                    return orig(*args, **kwargs)
+                    return _orig(name)(*args, **kwargs)
                 size, dtype = tuple(args[0].shape), opts.pop("dtype", None) or args[0].dtype
                 dev = torch.device(opts.pop("device", None) or args[0].device)
             else:
@@ -264,7 +365,7 @@ def patched(device: torch.device) -> Iterator[None]:
                 dtype = opts.pop("dtype", None) or torch.get_default_dtype()
                 dev = torch.device(opts.pop("device", None) or device)
             if size is None or not _same(dev, device) or not _ours(dtype, dev, opts):
-                return orig(*args, **kwargs)
+                return _orig(name)(*args, **kwargs)
             t = torch.empty(size, dtype=dtype, device=dev)
             fill(t, fresh_key(dev), what, 0.0, 1.0)
             return t.requires_grad_(bool(opts.get("requires_grad", False)))
@@ -272,7 +373,7 @@ def patched(device: torch.device) -> Iterator[None]:
         return draw
 
     def make_inplace(what: str) -> Any:
-        orig = _ORIGINAL["normal_" if what == "normal" else "uniform_"]
+        name = "normal_" if what == "normal" else "uniform_"
 
         def draw_(self: torch.Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> torch.Tensor:
             if (
@@ -281,29 +382,41 @@ def patched(device: torch.device) -> Iterator[None]:
                 or self.dtype not in _DTYPES
                 or not self.is_contiguous()
             ):
-                return orig(self, a, b, generator=generator)
+                return _orig(name)(self, a, b, generator=generator)
             return fill(self, fresh_key(device), what, float(a), float(b) if what == "normal" else float(b) - float(a))
 
         return draw_
 
-    _ORIGINAL.update(
-        randn=torch.randn,
-        rand=torch.rand,
-        randn_like=torch.randn_like,
-        rand_like=torch.rand_like,
-        normal_=torch.Tensor.normal_,
-        uniform_=torch.Tensor.uniform_,
-    )
+    return {
+        "randn": make("normal", False),
+        "rand": make("uniform", False),
+        "randn_like": make("normal", True),
+        "rand_like": make("uniform", True),
+        "normal_": make_inplace("normal"),
+        "uniform_": make_inplace("uniform"),
+    }
+
+
+def _owner(name: str) -> Any:
+    return torch.Tensor if name.endswith("_") else torch
+
+
+@contextlib.contextmanager
+def patched(device: torch.device) -> Iterator[None]:
+    """torch's float draws on `device` served by `fill` with a fresh key each (module docstring)."""
+    if _ORIGINAL:  # nested: the outer patch stands
+        yield
+        return
+    wrappers = _wrappers.get(device)
+    if wrappers is None:
+        wrappers = _wrappers[device] = _make_wrappers(device)
+    for name in _NAMES:
+        _ORIGINAL[name] = getattr(_owner(name), name)
     try:
-        torch.randn = make("normal", False)  # type: ignore[assignment]
-        torch.rand = make("uniform", False)  # type: ignore[assignment]
-        torch.randn_like = make("normal", True)  # type: ignore[assignment]
-        torch.rand_like = make("uniform", True)  # type: ignore[assignment]
-        torch.Tensor.normal_ = make_inplace("normal")  # type: ignore[method-assign]
-        torch.Tensor.uniform_ = make_inplace("uniform")  # type: ignore[method-assign]
+        for name in _NAMES:
+            setattr(_owner(name), name, wrappers[name])
         yield
     finally:
-        torch.randn, torch.rand = _ORIGINAL["randn"], _ORIGINAL["rand"]
-        torch.randn_like, torch.rand_like = _ORIGINAL["randn_like"], _ORIGINAL["rand_like"]
-        torch.Tensor.normal_, torch.Tensor.uniform_ = _ORIGINAL["normal_"], _ORIGINAL["uniform_"]
+        for name in _NAMES:
+            setattr(_owner(name), name, _ORIGINAL[name])
         _ORIGINAL.clear()

@@ -125,6 +125,16 @@ extern "C" __global__ void ca_digest(const void* x, int dtype, int n, int base, 
         partial[2 * blockIdx.x + 1] = t1;
     }
 }
+// dst[j] (+)= the sum of partial[2 * b + j] over b < blocks, one warp per j, in a fixed order (lane, then the
+// warp's tree): deterministic, so a graph's replay and the eager sequence agree exactly
+extern "C" __global__ void ca_reduce(const float* partial, int blocks, float* dst, int accumulate) {
+    int j = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (j >= 2) return;
+    float s = 0.0f;
+    for (int b = lane; b < blocks; b += 32) s += partial[2 * b + j];
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
+    if (lane == 0) dst[j] = accumulate ? dst[j] + s : s;
+}
 """
 
 

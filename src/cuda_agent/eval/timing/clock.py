@@ -137,9 +137,10 @@ from dataclasses import dataclass
 
 from cuda_agent.eval.judge.reward import clearly_faster
 
-PROTOCOL = "burst-v8"  # changes whenever a burst's per-call time changes meaning: part of the cache key
+PROTOCOL = "burst-v9"  # changes whenever a burst's per-call time changes meaning: part of the cache key
 # (v8: the reply's digests packed, not JSON numbers: about 2 us a call less host work in every burst, so a
-# loop fitted under v7 would take that out of a v8 candidate's net)
+# loop fitted under v7 would take that out of a v8 candidate's net; v9: the sign digest sums its blocks in
+# one kernel of its own, where torch's sum and a copy were two, so a graph's loop runs other kernels)
 TARGET_MS = 15.0  # a burst lasts about this long, its loop included where the loop's cost is known (the
 # reply's wake-up jitter is ~0.01-0.1 ms; the burst's own spread on the H100 was ~0.7 % of its length, so
 # a longer burst buys little precision: v5 sized by the claim alone and ran ~90 ms bursts where the loop
