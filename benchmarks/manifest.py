@@ -477,7 +477,7 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         "28",
         "",
         (Step("light_launch", ("{py}", "benchmarks/light_launch.py", "--out", "{out}/launch.json"), 90),),
-        headline=r"^(launcher|own |torch |digests agree)",
+        headline=r"^(launcher|own |torch |one loop call|digests agree)",
     ),
     Measurement(
         "clock-spread",

@@ -129,8 +129,10 @@ class _Kernel:
 
     def __init__(self, torch_kernel: Any, kinds: str, launch: Any) -> None:
         self.torch_kernel = torch_kernel  # holds the module (and its function handle) alive
-        func = getattr(torch_kernel, "func", None)  # torch's private attribute: without it, torch's own launch
-        self.func = ctypes.c_void_p(func.value) if isinstance(func, ctypes.c_void_p) else None
+        func = getattr(torch_kernel, "func", None)  # torch's private attribute: without it, no lighter loop
+        if not isinstance(func, ctypes.c_void_p) or not func.value:
+            raise RuntimeError("torch's loaded kernel has no function handle (torch.cuda._utils._CudaKernel.func)")
+        self.func = ctypes.c_void_p(func.value)
         self.values = [_CTYPES[k]() for k in kinds]
         self.argv = (ctypes.c_void_p * len(kinds))(
             *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in self.values]
@@ -140,11 +142,8 @@ class _Kernel:
     def __call__(self, device: torch.device, blocks: int, threads: int, *args: Any) -> None:
         if len(args) != len(self.values):
             raise TypeError(f"{len(args)} arguments for {len(self.values)} parameters")
-        if self.func is None:
-            self.torch_kernel(grid=(blocks, 1, 1), block=(threads, 1, 1), args=list(args))
-            return
         for v, a in zip(self.values, args, strict=True):
-            v.value = a.data_ptr() if isinstance(a, torch.Tensor) else a
+            v.value = a.data_ptr() if isinstance(a, torch.Tensor) else a  # a pointer may come as an address
         rc = self.launch(self.func, blocks, 1, 1, threads, 1, 1, 0, _raw_stream(device), self.argv, None)
         if rc != 0:
             raise RuntimeError(f"CUDA error {rc} launching the lighter loop's kernel")
@@ -196,16 +195,18 @@ def _chunks(n: int) -> Iterator[tuple[int, int]]:
 def fill(t: torch.Tensor, key: torch.Tensor, what: str, a: float, b: float) -> torch.Tensor:
     """Fill contiguous `t` (a dtype in _DTYPES) in place: normals (mean a, std b) or uniforms [a, a+b)."""
     code = 0 if what == "normal" else 1
-    flat = t.view(-1)
     if t.device.type == "cuda":
+        if not t.is_contiguous():
+            raise ValueError("the counter-based draws fill a contiguous tensor")
         _need(t.device)
-        for base, n in _chunks(flat.numel()):
-            piece = flat[base : base + n]
+        # the pieces' addresses by arithmetic, not by slicing: a launch with no torch op (see _Kernel)
+        ptr, size = t.data_ptr(), t.element_size()
+        for base, n in _chunks(t.numel()):
             _kernels["ca_draw"](
                 t.device,
                 _blocks((n + 1) // 2),
                 _THREADS,
-                piece,
+                ptr + base * size,
                 key,
                 _DTYPES[t.dtype],
                 code,
@@ -215,6 +216,7 @@ def fill(t: torch.Tensor, key: torch.Tensor, what: str, a: float, b: float) -> t
                 float(b),
             )
         return t
+    flat = t.view(-1)
     v = _draw_cpu(flat.numel(), key, code, a, b).to(t.dtype)
     if code == 1:  # one that rounds up to the interval's end is its start (the kernel's ca_store)
         top = torch.tensor(a, dtype=torch.float32) + torch.tensor(b, dtype=torch.float32)
@@ -228,10 +230,11 @@ def digest_into(x: torch.Tensor, key: torch.Tensor, dst: torch.Tensor) -> None:
     (x flat and contiguous; a dtype outside _DTYPES is copied to fp32 first)."""
     if x.dtype not in _DTYPES:
         x = x.to(torch.float32)
-    x = x.reshape(-1).contiguous()  # a strided 1-D view reshapes to itself: the kernel reads plain memory
+    if not x.is_contiguous():  # a strided 1-D view reshapes to itself: the kernel reads plain memory
+        x = x.reshape(-1).contiguous()
     if x.device.type != "cuda":
         h = _hash_cpu(key, 0, x.numel())
-        v = x.to(torch.float64)
+        v = x.reshape(-1).to(torch.float64)
         for j, bit in enumerate((31, 30)):
             sign = 1.0 - 2.0 * ((h >> bit) & 1).to(torch.float64)
             dst[j] = (sign * v).sum()
@@ -246,7 +249,7 @@ def digest_into(x: torch.Tensor, key: torch.Tensor, dst: torch.Tensor) -> None:
     for base, n in _chunks(x.numel()):
         blocks = _blocks(n)
         _kernels["ca_digest"](
-            x.device, blocks, _THREADS, x[base : base + n] if base else x, _DTYPES[x.dtype], n, base, key, partial
+            x.device, blocks, _THREADS, x.data_ptr() + base * x.element_size(), _DTYPES[x.dtype], n, base, key, partial
         )
         _kernels["ca_reduce"](x.device, 1, 64, partial, blocks, into, 0 if first else 1)
         first = False
