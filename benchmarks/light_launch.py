@@ -46,6 +46,8 @@ def main() -> None:
 
     from cuda_agent.eval.child import hashed
 
+    if not torch.cuda.is_available():
+        raise SystemExit("light_launch: needs a CUDA GPU (none is visible to torch here)")
     dev = torch.device("cuda", torch.cuda.current_device())
     if (why := hashed.available(dev)) is not None:
         raise SystemExit(why)
