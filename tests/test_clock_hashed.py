@@ -258,6 +258,16 @@ def test_the_parents_probe_compiles_the_kernels_here_and_says_why_not_without_nv
         monkeypatch.setattr(L, "find_nvrtc", missing)
         why = L.unavailable()
         assert why is not None and "could not be built" in why and "libnvrtc" in why
+        if hasattr(cu, "_CudaKernel"):  # a torch whose loaded kernels have no handle for the driver's launch
+
+            class NoHandle:
+                def __init__(self, func, module):
+                    self.module = module
+
+            L.unavailable.cache_clear()
+            monkeypatch.setattr(cu, "_CudaKernel", NoHandle)
+            why = L.unavailable()
+            assert why is not None and "no function handle" in why
     finally:
         L.unavailable.cache_clear()
 

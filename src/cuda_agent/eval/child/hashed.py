@@ -46,7 +46,8 @@ Not guaranteed: the statistical quality of a cryptographic generator (none is ne
 secret only until the request, as torch's seed is); draws for other dtypes, other distributions or
 an explicit generator (torch's own, unchanged); a candidate's process keeping these functions as
 they are (it controls its process: its burst's digests are checked against the reference's, as
-before).
+before); that a later torch keeps the private loader and its kernels' function handle (without them
+the loop is unavailable, with the reason: the parent's probe falls back to the loop before it).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ cannot, instead of failing every evaluation. Both compile the same source with t
 Contract: `CUDA_SRC` (no headers: NVRTC compiles it with its built-ins only); `find_nvrtc()` the NVRTC library
 as torch finds it, else by its usual names and the pip packages' folders; `nvrtc_ptx(src, arch)` PTX or a
 RuntimeError with NVRTC's log; `unavailable()` None when NVRTC compiles the source and torch has the private
-module loader the children launch it with, else why not (once per process; no CUDA context is created).
+module loader the children load it with (and its kernels' function handle, which they launch through the
+driver), else why not (once per process; no CUDA context is created).
 
 Not guaranteed: that the driver loads the PTX (an older driver than NVRTC's may refuse it): a child that
 cannot then fails its burst prepare with the reason (`hashed.ready`), which from the reference ends the
@@ -198,6 +199,14 @@ def unavailable() -> str | None:
 
         if not hasattr(cu, "_cuda_load_module"):
             return f"{UNAVAILABLE}: torch has no torch.cuda._utils._cuda_load_module to load them with"
+        # the children launch through the driver with the loaded kernel's function handle (child/hashed.py
+        # _Kernel); making one touches no GPU
+        if not isinstance(
+            getattr(cu._CudaKernel(ctypes.c_void_p(1), ctypes.c_void_p(1)), "func", None), ctypes.c_void_p
+        ):
+            return (
+                f"{UNAVAILABLE}: torch's loaded kernels carry no function handle (torch.cuda._utils._CudaKernel.func)"
+            )
         nvrtc_ptx(CUDA_SRC, PROBE_ARCH)
     except Exception as e:  # noqa: BLE001 - NVRTC or torch missing or failing: reported, never raised here
         return f"{UNAVAILABLE}: {type(e).__name__}: {e}"[:400]
