@@ -38,7 +38,7 @@ library and built its arguments on every launch: 60-180 us a launch from Python 
 three launches a call, paid in each graph's capture and in the reference's eager re-run of a burst's
 sequence. They are the likely cause of what the H100's `defences-cost` showed at fbd4f67 (2026-12-07):
 the defences +34 %, `burst_check` 0.154 s and `trusted_clock` 0.144 s a run, against 0.034 and 0.058 s
-under torch's draws and the dense digest (2026-12-06); `benchmarks/clock_placement.py` prints both
+under torch's draws and the dense digest (2026-12-06); `benchmarks/light_launch.py` prints both
 launchers' host cost, and the effect on `defences-cost` is to be measured.
 The sign digest's block sums are summed by a kernel of its own into the burst's row (no torch op).
 
@@ -124,7 +124,7 @@ class _Kernel:
     Why not torch's own wrapper (torch.cuda._utils._CudaKernel): it opens the driver library (ctypes.CDLL)
     and builds every argument's ctypes object on each launch, 60-180 us a launch from Python on an H100's
     host (2026-12-07), and a burst's loop launches two or three a call: in a graph's capture and in the
-    reference's eager re-run of a burst's sequence (burst_check), about half the defences' cost then.
+    reference's eager re-run of a burst's sequence (burst_check), the likely bulk of those two phases.
     The parameter values are copied by the driver at launch (and into the graph's node at capture), so
     reusing one block is safe in this single-threaded child."""
 
