@@ -456,3 +456,22 @@ def test_the_patch_is_made_once_and_restores_what_it_found(monkeypatch):
     with hashed.patched(CPU):
         assert torch.randn is first  # the same functions: made once
     assert torch.randn is spy and not hashed._ORIGINAL
+
+
+# (clock.PROTOCOL, the first 16 hex digits of sha256(lightloop.CUDA_SRC)) for every loop the cache has known
+_LOOP_SOURCES = {("burst-v9", "f5c7d2c72923a18a")}
+
+
+def test_a_change_to_the_loops_kernels_comes_with_a_new_protocol():
+    """Cached baselines carry the loop's fitted cost per call under PROTOCOL's key: kernels that change
+    under the same PROTOCOL would take one loop's cost out of another's bursts. Changing CUDA_SRC means
+    bumping clock.PROTOCOL and recording the new pair above."""
+    import hashlib
+
+    from cuda_agent.eval.timing import clock as tt
+
+    digest = hashlib.sha256(lightloop.CUDA_SRC.encode()).hexdigest()[:16]
+    assert (tt.PROTOCOL, digest) in _LOOP_SOURCES, (
+        f"the lighter loop's kernels are {digest} under {tt.PROTOCOL}: bump clock.PROTOCOL if they changed, "
+        "then add the pair to _LOOP_SOURCES"
+    )
