@@ -34,9 +34,10 @@ by torch's private driver wrapper (`torch.cuda._utils`); `available` says why no
 fails, and a burst that asks for them then fails with that reason. They are compiled once per process,
 before any timed request (`warm`, about 0.1 s). They are launched through the driver's cuLaunchKernel with
 an argument block made once per kernel (`_Kernel`), not through torch's wrapper, which opened the driver
-library and built its arguments on every launch: 60-180 us a launch from Python on an H100 host, two or
-three launches a call, paid in each graph's capture and in the reference's eager re-run of a burst's
-sequence. They are the likely cause of what the H100's `defences-cost` showed at fbd4f67 (2026-12-07):
+library and built its arguments on every launch. A draw or digest issued from Python took 60-180 us of the
+H100 host's time (2026-12-07: their event times were host-bound), the wrapper about 21 us of it on this
+project's CPU machine against under 1 us for a block made once; a burst's loop issues two or three a
+call, in each graph's capture and in the reference's eager re-run of a burst's sequence. They are the likely cause of what the H100's `defences-cost` showed at fbd4f67 (2026-12-07):
 the defences +34 %, `burst_check` 0.154 s and `trusted_clock` 0.144 s a run, against 0.034 and 0.058 s
 under torch's draws and the dense digest (2026-12-06); `benchmarks/light_launch.py` prints both
 launchers' host cost, and the effect on `defences-cost` is to be measured.
@@ -122,8 +123,9 @@ class _Kernel:
     """One loaded kernel, launched through the driver with an argument block built once.
 
     Why not torch's own wrapper (torch.cuda._utils._CudaKernel): it opens the driver library (ctypes.CDLL)
-    and builds every argument's ctypes object on each launch, 60-180 us a launch from Python on an H100's
-    host (2026-12-07), and a burst's loop launches two or three a call: in a graph's capture and in the
+    and builds every argument's ctypes object on each launch (about 21 us here, under 1 us with one block;
+    a draw or digest took 60-180 us of an H100 host's time, 2026-12-07), and a burst's loop launches two or
+    three a call: in a graph's capture and in the
     reference's eager re-run of a burst's sequence (burst_check), the likely bulk of those two phases.
     The parameter values are copied by the driver at launch (and into the graph's node at capture), so
     reusing one block is safe in this single-threaded child."""
