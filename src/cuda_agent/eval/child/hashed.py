@@ -112,23 +112,26 @@ def _driver_launch(lib: Any) -> Any:
     return f
 
 
+_GET_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # absent from CPU builds
+
+
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
 def _raw_stream(device: torch.device) -> int:
     """The current stream's handle on `device` (the capturing stream inside a graph's capture)."""
-    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return int(get(index)) if get is not None else int(torch.cuda.current_stream(index).cuda_stream)
+    index = _index(device)
+    if _GET_RAW_STREAM is not None:
+        return int(_GET_RAW_STREAM(index))
+    return int(torch.cuda.current_stream(index).cuda_stream)
 
 
 class _Kernel:
-    """One loaded kernel, launched through the driver with an argument block built once.
-
-    Why not torch's own wrapper (torch.cuda._utils._CudaKernel): it opens the driver library (ctypes.CDLL)
-    and builds every argument's ctypes object on each launch (about 21 us here, under 1 us with one block;
-    a draw or digest took 60-180 us of an H100 host's time, 2026-12-07), and a burst's loop launches two or
-    three a call: in a graph's capture and in the
-    reference's eager re-run of a burst's sequence (burst_check), the likely bulk of those two phases.
-    The parameter values are copied by the driver at launch (and into the graph's node at capture), so
-    reusing one block is safe in this single-threaded child."""
+    """One loaded kernel, launched through the driver with an argument block built once (why not torch's
+    wrapper, torch.cuda._utils._CudaKernel: the module docstring). The parameter values are copied by the
+    driver at launch (and into the graph's node at capture), so reusing one block is safe in this
+    single-threaded child."""
 
     def __init__(self, torch_kernel: Any, kinds: str, launch: Any) -> None:
         self.torch_kernel = torch_kernel  # holds the module (and its function handle) alive
@@ -262,18 +265,18 @@ def digest_into(x: torch.Tensor, key: torch.Tensor, dst: torch.Tensor) -> None:
         dst.copy_(into)
 
 
-_partials: dict[torch.device, torch.Tensor] = {}
+_partials: dict[int, torch.Tensor] = {}  # by CUDA device index
 
 
 def _partial(device: torch.device) -> torch.Tensor:
     """The digest's per-block partial sums on `device`, one buffer reused by every digest in stream order.
     Made by `warm`, before any capture (a buffer allocated inside a capture would belong to that graph)."""
-    device = torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device())
-    buf = _partials.get(device)
+    index = _index(device)
+    buf = _partials.get(index)
     if buf is None:
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError("the lighter loop's digest buffer is made by hashed.warm, before any capture")
-        buf = _partials[device] = torch.empty(_MAX_BLOCKS * DIGESTS_PER_OUTPUT, device=device)
+        buf = _partials[index] = torch.empty(_MAX_BLOCKS * DIGESTS_PER_OUTPUT, device=torch.device("cuda", index))
     return buf
 
 
@@ -340,7 +343,13 @@ def _ours(dtype: torch.dtype, device: torch.device, kwargs: dict[str, Any]) -> b
 
 
 _NAMES = ("randn", "rand", "randn_like", "rand_like", "normal_", "uniform_")
-_TORCH = {n: getattr(torch.Tensor if n.endswith("_") else torch, n) for n in _NAMES}  # at import, before any task
+
+
+def _owner(name: str) -> Any:
+    return torch.Tensor if name.endswith("_") else torch
+
+
+_TORCH = {n: getattr(_owner(n), n) for n in _NAMES}  # at import, before any task
 
 
 def _orig(name: str) -> Any:
@@ -401,10 +410,6 @@ def _make_wrappers(device: torch.device) -> dict[str, Any]:
         "normal_": make_inplace("normal"),
         "uniform_": make_inplace("uniform"),
     }
-
-
-def _owner(name: str) -> Any:
-    return torch.Tensor if name.endswith("_") else torch
 
 
 @contextlib.contextmanager
