@@ -168,6 +168,7 @@ class Digests:
     rtol: float
     digest: str = "dense"  # as the burst's BurstPrepare said
     draws: str = "torch"  # likewise
+    exact: bool = False  # draw every call before the last sampled one (no jump by the generator's offset)
     cmd: str = "digests"
 
 
@@ -503,6 +504,7 @@ class WarmReply:
 class DigestsReply:
     digests: list[list[float | None]]
     scales: list[list[float | None]]
+    jumped: bool = False  # the sampled calls' draws reached by the generator's offset, not by drawing the calls before
 
 
 @dataclass(frozen=True)
@@ -606,9 +608,11 @@ def parse_reply(cmd: str, obj: Any) -> Reply:
         _keys(body, where, set())
         return WarmReply()
     if cmd == "digests":
-        o = _keys(body, where, {"digests", "scales"})
+        o = _keys(body, where, {"digests", "scales"}, {"jumped"})
         return DigestsReply(
-            _digest_rows(o["digests"], where + ".digests"), _digest_rows(o["scales"], where + ".scales")
+            _digest_rows(o["digests"], where + ".digests"),
+            _digest_rows(o["scales"], where + ".scales"),
+            _bool(o.get("jumped", False), where + ".jumped"),
         )
     if cmd == "compare":
         o = _keys(body, where, {"check"}, {"t"})
