@@ -13,6 +13,10 @@ whether the loop gets lighter, are GPU figures (tests/test_gpu_clock_hashed.py, 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -475,3 +479,24 @@ def test_a_change_to_the_loops_kernels_comes_with_a_new_protocol():
         f"the lighter loop's kernels are {digest} under {tt.PROTOCOL}: bump clock.PROTOCOL if they changed, "
         "then add the pair to _LOOP_SOURCES"
     )
+
+
+def test_a_device_context_first_used_under_the_patch_still_routes_torchs_own_draws_after_it():
+    """torch's `with torch.device(...)` lists its constructors once per process, on first use: listed while
+    the patch stood, it would hold the wrappers, and after the patch torch.randn under a device context
+    would land on the CPU (from the CPU's generator: the clock's check then could not jump by the GPU
+    generator's offset, and every later input set would be drawn on the CPU and copied). A fresh process:
+    the list is process-wide and this suite's earlier tests have made it."""
+    code = (
+        "import torch\n"
+        "from cuda_agent.eval.child import hashed\n"
+        "with hashed.patched(torch.device('cpu')):\n"
+        "    with torch.device('meta'):\n"
+        "        torch.empty(1)\n"
+        "with torch.device('meta'):\n"
+        "    print(torch.randn(3).device, torch.rand(2).device, torch.randn_like(torch.empty(1)).device)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["meta", "meta", "meta"]

@@ -360,6 +360,18 @@ def _orig(name: str) -> Any:
 _wrappers: dict[torch.device, dict[str, Any]] = {}
 
 
+def _settle_device_context() -> None:
+    """Have torch's device context (`with torch.device(...)`) list its constructors now, from torch's own.
+    It builds that set once, on its first use in the process; built while the patch stands, the set holds the
+    patch's wrappers instead of torch.randn and the rest, and for the rest of the process every such draw under
+    a device context lands on the CPU, from the CPU's generator (seen on an H100, 2026-12-07: a task's
+    torch.randn under `with device` after a burst whose loop was the first to use the context)."""
+    with contextlib.suppress(ImportError, AttributeError):
+        from torch.utils._device import _device_constructors
+
+        _device_constructors()
+
+
 def _make_wrappers(device: torch.device) -> dict[str, Any]:
     """The six draws served by `fill` on `device`, made once per device: entering the patch then only swaps
     six attributes (a burst's loop enters it once a call, in a capture and in the reference's re-run).
@@ -420,6 +432,7 @@ def patched(device: torch.device) -> Iterator[None]:
         return
     wrappers = _wrappers.get(device)
     if wrappers is None:
+        _settle_device_context()  # before the first swap, ever
         wrappers = _wrappers[device] = _make_wrappers(device)
     for name in _NAMES:
         _ORIGINAL[name] = getattr(_owner(name), name)
