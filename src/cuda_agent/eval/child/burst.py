@@ -428,11 +428,13 @@ def _jumped_digests(
     first.append(_draw(st, draws))
     if gen.get_offset() != start + 2 * step or _other_rng(st.device) != others:
         raise _NoJump
+    sampled = {c: x for c, x in enumerate(first) if c in only}  # an input set unsampled is not kept
+    del first
     digests = torch.full((last + 1, WIDTH), float("nan"), device=st.device)
     kept: list[list[Any]] = []
     for c in sorted(only):
         if c < 2:
-            x = first[c]
+            x = sampled.pop(c)
         else:
             gen.set_offset(start + c * step)
             x = _draw(st, draws)
