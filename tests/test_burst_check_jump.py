@@ -163,3 +163,20 @@ def test_a_jumped_mismatch_is_asked_again_exactly_before_a_verdict(monkeypatch):
     assert res.status is Status.INCORRECT and len(asked) == 1
     res, asked = _check(monkeypatch, [P.DigestsReply(right, scales, True)])
     assert res.status is Status.OK and len(asked) == 1
+
+
+def test_the_other_generators_state_moves_with_each_of_them():
+    """What `_other_rng` watches (the real one; the fixture above stands in for it elsewhere): a draw from
+    the CPU's generator, Python's or numpy's each changes it; nothing else does."""
+    import random
+
+    import numpy as np
+
+    dev = torch.device("cuda", 0)  # index given: no CUDA call is needed to name the device's own generator
+    before = burst._other_rng(dev)
+    assert burst._other_rng(dev) == before
+    for draw in (lambda: torch.randn(3), lambda: random.random(), lambda: np.random.rand()):
+        draw()
+        now = burst._other_rng(dev)
+        assert now != before
+        before = now
