@@ -46,7 +46,7 @@ import torch
 
 from cuda_agent.eval.channel import messages as P
 from cuda_agent.eval.child import hashed
-from cuda_agent.eval.child.state import State, flatten, hijack, make_inputs, seed_all, sync
+from cuda_agent.eval.child.state import State, device_index, flatten, hijack, make_inputs, seed_all, sync
 from cuda_agent.eval.shared.events import derive_seed, l2_flush_buffer
 
 DIGESTS_PER_OUTPUT = 2  # independent weight rows: a wrong output slips past one with ~10 % chance, past both ~1 %
@@ -391,13 +391,13 @@ class _NoJump(Exception):
 
 
 def _device_generator(device: torch.device) -> torch.Generator:
-    return torch.cuda.default_generators[device.index if device.index is not None else torch.cuda.current_device()]
+    return torch.cuda.default_generators[device_index(device)]
 
 
 def _other_rng(device: torch.device) -> tuple[Any, ...]:
     """Every generator state a task may draw from, but the device's default generator's offset: the CPU's,
     the other GPUs' offsets, Python's and numpy's."""
-    own = device.index if device.index is not None else torch.cuda.current_device()
+    own = device_index(device)
     gpus = tuple(g.get_offset() for i, g in enumerate(torch.cuda.default_generators) if i != own)
     np_state: Any = None
     with contextlib.suppress(ImportError):
@@ -532,12 +532,12 @@ def cmd_digests(st: State, req: P.Digests) -> dict[str, Any]:
         if P.light_loop(req.draws, req.digest):
             hashed.ready(st.device)
         jumped = not req.exact and total > 2 and st.device.type == "cuda"
-        try:
-            if not jumped:
-                raise _NoJump
-            digests, kept = _jumped_digests(st, st.model, req.salt, numels, only, req.digest, req.draws)
-        except _NoJump:
-            jumped = False
+        if jumped:
+            try:
+                digests, kept = _jumped_digests(st, st.model, req.salt, numels, only, req.digest, req.draws)
+            except _NoJump:
+                jumped = False
+        if not jumped:
             digests, kept = _sequence_digests(st, st.model, req.salt, total, 1, numels, only, req.digest, req.draws)
         order = sorted(only)
         rows = digests[order] if order else digests[:0]

@@ -62,6 +62,7 @@ from typing import Any
 
 import torch
 
+from cuda_agent.eval.child.state import device_index
 from cuda_agent.eval.shared import lightloop
 
 DIGESTS_PER_OUTPUT = 2
@@ -116,13 +117,9 @@ def _driver_launch(lib: Any) -> Any:
 _GET_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # absent from CPU builds
 
 
-def _index(device: torch.device) -> int:
-    return device.index if device.index is not None else torch.cuda.current_device()
-
-
 def _raw_stream(device: torch.device) -> int:
     """The current stream's handle on `device` (the capturing stream inside a graph's capture)."""
-    index = _index(device)
+    index = device_index(device)
     if _GET_RAW_STREAM is not None:
         return int(_GET_RAW_STREAM(index))
     return int(torch.cuda.current_stream(index).cuda_stream)
@@ -272,7 +269,7 @@ _partials: dict[int, torch.Tensor] = {}  # by CUDA device index
 def _partial(device: torch.device) -> torch.Tensor:
     """The digest's per-block partial sums on `device`, one buffer reused by every digest in stream order.
     Made by `warm`, before any capture (a buffer allocated inside a capture would belong to that graph)."""
-    index = _index(device)
+    index = device_index(device)
     buf = _partials.get(index)
     if buf is None:
         if torch.cuda.is_current_stream_capturing():

@@ -63,6 +63,11 @@ def import_file(name: str, path: Path) -> Any:
     return mod
 
 
+def device_index(device: torch.device) -> int:
+    """A CUDA device's index, the current one where the device leaves it open ("cuda")."""
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
 def seed_all(seed: int) -> None:
     random.seed(seed)
     if torch.cuda.is_initialized():
