@@ -83,7 +83,8 @@ What a candidate that fully controls its process can and cannot do:
   With the reply packed (burst-v8, fbd4f67; H100, docs/throughput.md "Call 12") the most a 10 % lie lowers
   the mean time that counts, at two standard errors (`clock_leak.py --pairs`): ~5 us 4.8 %, ~20 us 0.9 %,
   ~100 us 0.2 %, ~1 ms 3.8 % (three pairs only; 2.0 % from Call 11's four); issue 28 asks for at most
-  3 % from 20 us up, on the H200, where this is not yet measured.
+  3 % from 20 us up, on the H200, where this is not yet measured. At burst-v9 with the jumped output
+  check (d4760ee; H100, docs/throughput.md "Call 14") ~20 us gave 2.4 % (standard error 1.3 %).
   One kernel's net at 20 us still spreads about 5 % between evaluations, and a run's level follows its
   one cached baseline measurement (two runs' honest means 12 % apart): a kernel within that of a
   milestone's line may land on either side, honest or lying. Figures before it, per kernel size (H100, 2026-12-06, b21b3ab,
