@@ -59,6 +59,32 @@ def test_dynamic_arguments_leave_the_build_to_the_child(call):
     assert inline_build.find_calls("from torch.utils.cpp_extension import load_inline\n" + call + "\n") is None
 
 
+@pytest.mark.parametrize(
+    "flags,rule",
+    [
+        ('extra_cflags=["-O3", "-wrapper", "/bin/sh,-c,touch {planted}"]', "process-network"),
+        ('extra_cuda_cflags=["-Xcompiler=-wrapper,/bin/sh,-c,touch {planted}"]', "process-network"),
+        ('extra_cuda_cflags=["-ccbin", "/tmp/cc"]', "process-network"),
+        ('extra_cflags="-B/tmp/tools/"', "process-network"),
+        ('extra_cflags=["-fplugin=/tmp/p.so"]', "process-network"),
+        ('extra_cflags=["@/tmp/flags"]', "file-access"),
+        ('extra_cflags=["-MF", "{planted}"]', "file-access"),
+    ],
+)
+def test_flags_that_run_programs_are_rejected_without_running_the_compiler(tmp_path, flags, rule):
+    """The parent compiles static calls with their flags, before any check of the output: a flag that runs a
+    program, loads a plugin or touches a file rejects the call unbuilt (where the static checks were skipped)."""
+    planted = tmp_path / "planted"
+    text = "from torch.utils.cpp_extension import load_inline\n" + (
+        f'ext = load_inline(name="m", cpp_sources="int f() {{ return 1; }}", {flags.format(planted=planted)})\n'
+    )
+    (call,) = inline_build.find_calls(text)
+    r = inline_build.build_call(call, tmp_path / "cache", arch="9.0", timeout=60)
+    assert not r.ok and r.so_path is None and [f.rule for f in r.findings] == [rule], r.log
+    assert "nothing was compiled" in r.findings[0].message and not planted.exists()
+    assert not (tmp_path / "cache" / "objects").exists() or not any((tmp_path / "cache" / "objects").iterdir())
+
+
 @pytest.mark.slow
 def test_a_single_file_solution_is_built_once_in_the_parent(tmp_path, cache_env):
     task = Task.from_file(LANE / "task.py")

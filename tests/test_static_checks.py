@@ -709,6 +709,35 @@ SYMBOL_REJECTS = [
     ),
     ("runtime-symbol-lookup", 'TORCH_LIBRARY_IMPL(aten, CUDA, m) { m.impl("sum", &f); }\n'),
     ("runtime-symbol-lookup", "#include <torch/library.h>\n"),
+    # what the compiler and the assembler read, not what the source shows: assignments, escapes, splices,
+    # digraphs, data and macro directives, stringized pragmas, joined literals, driver lookups by name
+    ("symbol-rename", 'void g() { asm("run_it = PyRun_SimpleString"); }\n'),
+    ("symbol-rename", 'void g() { asm("run_it == PyRun_SimpleString"); }\n'),
+    ("symbol-rename", 'void g() { asm(".s\\x65t run_it, PyRun_SimpleString"); }\n'),
+    ("symbol-rename", 'void g() { asm(".s\\145t run_it, PyRun_SimpleString"); }\n'),
+    ("symbol-rename", 'void g() { asm(".se\\\nt run_it, PyRun_SimpleString"); }\n'),
+    ("symbol-rename", 'void g() { asm volatile("jmp 1f\\n.8byte PyRun_SimpleString\\n1:"); }\n'),
+    ("symbol-rename", 'void g() { asm volatile("jmp 1f\\n.dc.a PyRun_SimpleString\\n1:"); }\n'),
+    ("symbol-rename", 'void g() { asm(".irp d, set\\n.\\\\d run_it, PyRun_SimpleString\\n.endr"); }\n'),
+    ("symbol-rename", 'void g() { asm(".macro b d\\n.\\\\d run_it, PyRun_SimpleString\\n.endm\\nb set"); }\n'),
+    ("symbol-rename", 'void g() { asm volatile("call PyRun_SimpleString@plt"); }\n'),
+    ("symbol-rename", "%:pragma weak cudaEventElapsedTime = fake\n"),
+    ("symbol-rename", '%:define LABEL __asm__\nint f(const char*) LABEL("x");\n'),
+    ("symbol-rename", "#define P(x) _Pragma(#x)\nP(weak cudaEventElapsedTime = fake)\n"),
+    (
+        "symbol-rename",
+        "#define P(x) _Pragma(#x)\n#define Q(a, b) P(redefine_extname run_it a##b)\nQ(P, yRun_SimpleString)\n",
+    ),
+    ("python-from-native", 'extern "C" int P\\\nyRun_SimpleString(const char*);\n'),
+    ("python-from-native", "%:include <Python.h>\n"),
+    ("runtime-symbol-lookup", 'const char* n = "PyRun_" "SimpleString";\n'),
+    ("runtime-symbol-lookup", 'const char* n = "PyRun\\x5fSimpleString";\n'),
+    ("runtime-symbol-lookup", 'const char* m = "/proc/" "self/maps";\n'),
+    ("runtime-symbol-lookup", 'const char* m = "/proc/s\\x65lf/exe";\n'),
+    ("runtime-symbol-lookup", 'void g(void** f) { cudaGetDriverEntryPoint("cuStreamBeginCapture", f, 0, nullptr); }\n'),
+    ("runtime-symbol-lookup", "void g(const char* n, void** f) { cuGetProcAddress(n, f, 12000, 0, nullptr); }\n"),
+    ("runtime-symbol-lookup", "auto lookup = &cudaGetDriverEntryPointByVersion;\n"),
+    ("runtime-symbol-lookup", "void g(const void** t) { cuGetExportTable(t, nullptr); }\n"),
 ]
 
 
@@ -743,6 +772,13 @@ SYMBOL_CLEAN = [
     "static void cudaCheck(cudaError_t e) { }\n",
     'const char* m = "needs PyTorch 2.0 (see the Py_ docs)";\n',
     "#pragma unroll 4\n#pragma nv_diag_suppress 177\n",
+    # a stringized pragma for unrolling, gcc's unique-label operand, a continued message string, the
+    # tensor-map encoder looked up by its literal name (TMA without linking libcuda)
+    "#define PRAGMA(x) _Pragma(#x)\n__global__ void k(float* p) { PRAGMA(unroll 4) for (int i = 0; i < 4; ++i) p[i] = 0; }\n",
+    '__device__ void w(unsigned a) { asm volatile("{\\n.reg .pred p;\\nL%=:\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\\n@!p bra L%=;\\n}" :: "r"(a)); }\n',
+    'const char* m = "a message that \\\ncontinues";\nint weak = 0;\nint h(int a, int b) { return a + b; }\nint z = h(weak, 1);\n',
+    "void g(void** f) {\n  cudaDriverEntryPointQueryResult q;\n"
+    '  cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", f, cudaEnableDefault, &q);\n}\n',
 ]
 
 
@@ -760,6 +796,22 @@ def test_inline_ptx_and_ordinary_attributes_stay_clean(src):
         ("-Wl,--wrap=cudaEventElapsedTime", "symbol-rename"),
         ("-Wl,--defsym=run=PyRun_SimpleString", "symbol-rename"),
         ("-Xlinker --wrap=cudaEventElapsedTime", "symbol-rename"),
+        ("-Wl,-wrap,cudaEventElapsedTime", "symbol-rename"),
+        ("-Wa,--defsym,run_it=PyRun_SimpleString", "symbol-rename"),
+        ("-Xassembler", "symbol-rename"),
+        # flags that run a program, load a plugin or touch a file where the file is built (the trusted
+        # parent, for static arguments): rejected by what they do
+        ("-wrapper", "process-network"),
+        ("-Xcompiler=-wrapper,/bin/sh,-c,true", "process-network"),
+        ("-B/tmp/tools/", "process-network"),
+        ("-ccbin=/tmp/cc", "process-network"),
+        ("-fplugin=/tmp/p.so", "process-network"),
+        ("@/tmp/more_flags", "file-access"),
+        ("-specs=/tmp/specs", "file-access"),
+        ("-include/usr/include/python3.12/Python.h", "file-access"),
+        ("-MF /tmp/deps", "file-access"),
+        ("-o/tmp/elsewhere.o", "file-access"),
+        ("--options-file=/tmp/flags", "file-access"),
     ],
 )
 def test_load_inline_flags_that_rename_are_rejected(flag, rule):
@@ -774,6 +826,8 @@ def test_ordinary_load_inline_flags_pass():
     src = (
         "from torch.utils.cpp_extension import load_inline\n"
         "ext = load_inline(name='m', cpp_sources='int f();', functions=['f'], extra_cflags=['-O3', '-DNDEBUG', '-DTILE=16'],\n"
-        "                  extra_cuda_cflags=['--use_fast_math', '-lineinfo'], extra_ldflags=['-lcublas'])\n"
+        "                  extra_cuda_cflags=['--use_fast_math', '-lineinfo', '-Xptxas', '-v', '-Xcompiler=-O3,-fPIC',\n"
+        "                                     '-gencode=arch=compute_90,code=sm_90', '-DOUT=-o'],\n"
+        "                  extra_ldflags=['-lcublas', '-L/usr/local/cuda/lib64', '-Wl,-Bsymbolic'])\n"
     )
-    assert not _rejects(check_single_file(src))
+    assert not _rejects(check_single_file(src)), [f.to_dict() for f in check_single_file(src)]

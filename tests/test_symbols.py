@@ -197,6 +197,53 @@ ROUTES = [
         (),
         "__real_cudaEventElapsedTime",
     ),
+    # what the assembler and the compiler read, however the source spells it (the static rules see these too)
+    (
+        "asm-assignment",
+        'extern "C" int run_it(const char*);\nint forward_hook() { asm("run_it = PyRun_SimpleString"); return run_it("x"); }\n',
+        (),
+        "PyRun_SimpleString",
+    ),
+    (
+        "asm-escaped-directive",
+        'extern "C" int run_it(const char*);\n'
+        'int forward_hook() { asm(".s\\x65t run_it, PyRun_SimpleString"); return run_it("x"); }\n',
+        (),
+        "PyRun_SimpleString",
+    ),
+    (
+        "asm-data-directive",
+        'int forward_hook() { asm volatile("jmp 1f\\n.8byte PyRun_SimpleString\\n1:"); return 0; }\n',
+        (),
+        "PyRun_SimpleString",
+    ),
+    (
+        "asm-irp",
+        'extern "C" int run_it(const char*);\n'
+        'int forward_hook() { asm(".irp d, set\\n.\\\\d run_it, PyRun_SimpleString\\n.endr"); return run_it("x"); }\n',
+        (),
+        "PyRun_SimpleString",
+    ),
+    (
+        "line-splice",
+        'extern "C" int P\\\nyRun_SimpleString(const char*);\nint forward_hook() { return P\\\nyRun_SimpleString("x"); }\n',
+        (),
+        "PyRun_SimpleString",
+    ),
+    (
+        "digraph-pragma-weak",
+        'extern "C" int fake(float* ms, void*, void*) { *ms = 0.04f; return 0; }\n'
+        "%:pragma weak cudaEventElapsedTime = fake\n",
+        (),
+        "cudaEventElapsedTime",
+    ),
+    (
+        "stringized-pragma",
+        "#define P(x) _Pragma(#x)\n#define Q(a, b) P(redefine_extname run_it a##b)\nQ(P, ySys_SetObject)\n"
+        'extern "C" int run_it(const char*);' + _CALL,
+        (),
+        "PySys_SetObject",
+    ),
 ]
 
 

@@ -24,8 +24,10 @@ The generated sources follow `load_inline`'s documented behaviour: the C++ unit 
 
 Not guaranteed: byte-identical flags to `load_inline` (ours: -O3 and the evaluator's arch; the
 call's extra flags are appended, `extra_ldflags` only `-l`/`-L` ones); calls that pass other
-keyword arguments fall back to the child (`find_calls` returns None). Nothing here runs
-candidate code: the sources are compiled, never executed, in the parent.
+keyword arguments fall back to the child (`find_calls` returns None). Nothing here runs candidate code:
+the sources are compiled, never executed, in the parent, and a call whose compiler flags would run a
+program, load a plugin or read or write a file (`static_cpp_symbols.build_flag`: `-wrapper`, `-B`,
+`-ccbin`, `-fplugin`, `@file`, ...) is rejected without running the compiler at all.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from cuda_agent.eval.build.toolchain import toolchain
 from cuda_agent.eval.build.workspace import BuildResult, rejected_build
 from cuda_agent.eval.channel.processes import run_command, tail
 from cuda_agent.eval.checks import symbols
+from cuda_agent.eval.checks.static_cpp_symbols import build_flag
+from cuda_agent.eval.judge.result import Finding, Severity
 
 _SHAPING = {
     "name",
@@ -370,6 +374,22 @@ def build_call(
 
     t0 = time.monotonic()
     deadline = t0 + timeout
+    # the compiler runs here, in the trusted parent, with the call's flags: one that runs a program
+    # (-wrapper /bin/sh,-c,...), loads a plugin or touches a file would act before any check of the output,
+    # so such a call is rejected unbuilt (the static checks reject it too; this holds where they were skipped)
+    unsafe = [(f, b) for f in (*call.extra_cflags, *call.extra_cuda_cflags) if (b := build_flag(f))]
+    if unsafe:
+        findings = [
+            Finding(
+                rule,
+                f"load_inline {call.name!r}: the flag {opt!r} makes the compiler run, load, read or write what no "
+                f"check sees; nothing was compiled; instead: pass only flags that shape the compilation",
+                Severity.REJECT,
+                "model_new.py",
+            )
+            for _, (rule, opt) in unsafe
+        ]
+        return rejected_build(findings, [], time.monotonic() - t0, [])
     srcdir = cache_dir / "inline" / "src"
     objdir = cache_dir / "objects"
     srcdir.mkdir(parents=True, exist_ok=True)

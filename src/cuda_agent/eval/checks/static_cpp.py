@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from cuda_agent.eval.checks.static_cpp_lexer import Tok, lex_cpp
-from cuda_agent.eval.checks.static_cpp_symbols import RUNTIME_LOOKUP, _asm_strings, _check_symbol_binding
+from cuda_agent.eval.checks.static_cpp_symbols import RUNTIME_LOOKUP, _asm_strings, _check_symbol_binding, c_unescape
 from cuda_agent.eval.checks.static_python_names import DUNDER_MATH, TENSOR_COMPUTE
 from cuda_agent.eval.checks.static_rules import LOW_CPP_IDS, W, _below_task, _low_precision, _Sink, _task_dtype_name
 from cuda_agent.eval.judge.result import Finding
@@ -381,9 +381,10 @@ def check_cpp(
                     t.line,
                     f"inline PTX `{t.text.strip()[:40]}` uses tensor cores / reduced precision",
                 )
-            if ".incbin" in t.text:
+            decoded = c_unescape(t.text)  # "...\n\tsyscall", "sysc\x61ll": what the assembler reads
+            if ".incbin" in decoded:
                 sink.add("file-access", t.line, ".incbin embeds a file")
-            if SYSCALL_ASM.search(re.sub(r"\\[ntr]", " ", t.text)):  # "...\n\tsyscall": the escapes are not word breaks
+            if SYSCALL_ASM.search(decoded):
                 sink.add("system-call", t.line, f"inline assembly `{t.text.strip()[:40]}` makes a raw system call")
         elif t.kind == "id" and prev.text not in ("::", ".", "->"):
             parts, j = _qualified(toks, i)
@@ -453,7 +454,11 @@ def check_cpp(
                     k += 1
                 if k + 1 < len(window) and window[k + 1] in (";", "=", "{", "["):
                     sink.add("static-tensor", t.line, "static torch::Tensor (an output cache across calls?)")
-        if t.text == "constructor" and i >= 2 and toks[i - 2].text in ("__attribute__", "("):
+        if (
+            t.text.strip("_") == "constructor"
+            and i >= 2
+            and toks[i - 2].text in ("__attribute__", "(", "gnu", "__gnu__")
+        ):
             sink.add("load-time-code", t.line, "__attribute__((constructor))")
     return sink.out
 

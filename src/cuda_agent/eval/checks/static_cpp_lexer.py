@@ -46,7 +46,8 @@ _STR_PREFIX = {"L", "u", "U", "u8", "R", "LR", "uR", "UR", "u8R"}
 
 def lex_cpp(text: str) -> list[Tok]:
     """Tokens of C++/CUDA source without comments; string literals are one token each (their
-    text unquoted), `#include` targets are `inc` tokens, `#` at the start of a line is `hash`."""
+    text unquoted), `#include` targets are `inc` tokens, `#` (or its digraph `%:`) at the start of a line is
+    `hash`. Backslash-newlines inside names and string literals are joined first, as the compiler does."""
     toks: list[Tok] = []
     i, n, line = 0, len(text), 1
     bol = True  # at the beginning of a line (only whitespace so far)
@@ -79,10 +80,10 @@ def lex_cpp(text: str) -> list[Tok]:
             line += text.count("\n", i, j)
             i = j
             continue
-        if c == "#" and bol:
+        if (c == "#" or text.startswith("%:", i)) and bol:  # `%:` is the digraph of `#`
             toks.append(Tok("hash", "#", line))
             bol = False
-            m = re.compile(r"#[ \t]*(include|include_next|import|embed)[ \t]*([<\"])").match(text, i)
+            m = re.compile(r"(?:#|%:)[ \t]*(include|include_next|import|embed)[ \t]*([<\"])").match(text, i)
             if m:
                 close = ">" if m.group(2) == "<" else '"'
                 j = text.find(close, m.end())
@@ -94,14 +95,19 @@ def lex_cpp(text: str) -> list[Tok]:
                 toks.append(Tok("inc", text[m.end() : j], line))
                 i = j + 1
                 continue
-            i += 1
+            i += 1 if c == "#" else 2
             continue
         bol = False
         if c.isalpha() or c == "_":
             j = i + 1
-            while j < n and (text[j].isalnum() or text[j] == "_"):
+            spliced = 0
+            while j < n and (text[j].isalnum() or text[j] == "_" or text.startswith("\\\n", j)):
+                if text[j] == "\\":  # a backslash-newline inside a name joins it (P\<newline>yRun_... is PyRun_...)
+                    spliced += 1
+                    j += 1
                 j += 1
-            word = text[i:j]
+            word = text[i:j].replace("\\\n", "")
+            line += spliced
             if j < n and text[j] in "\"'" and word in _STR_PREFIX:
                 if word.endswith("R") and text[j] == '"':
                     k = text.find("(", j)
@@ -128,8 +134,14 @@ def lex_cpp(text: str) -> list[Tok]:
             j = i + 1
             while j < n and text[j] != c and text[j] != "\n":
                 j += 2 if text[j] == "\\" else 1
-            toks.append(Tok("str" if c == '"' else "chr", text[i + 1 : j], line))
+            # a backslash-newline inside the literal joins its lines before anything reads it
+            toks.append(Tok("str" if c == '"' else "chr", text[i + 1 : j].replace("\\\n", ""), line))
+            line += text.count("\n", i, j)
             i = j + 1
+            continue
+        if text.startswith("%:%:", i):  # the digraph of `##`
+            toks.append(Tok("punct", "##", line))
+            i += 4
             continue
         for p in _PUNCT3 + _PUNCT2:
             if text.startswith(p, i):

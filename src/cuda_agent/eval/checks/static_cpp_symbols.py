@@ -29,11 +29,19 @@ RENAME_PRAGMAS = {"redefine_extname", "weak", "extern_prefix"}
 GAS_DIRECTIVE = re.compile(
     r"(?:^|[\s;])\.(set|equ|equiv|eqv|symver|globl|global|weak|weakref|weakext|local|comm|lcomm"
     r"|hidden|protected|internal|type|size|section|pushsection|popsection|previous|subsection|text"
-    r"|data|bss|rodata|reloc|org|quad|byte|long|word|ascii|asciz|string|zero|skip|space|fill)"
+    r"|data|bss|rodata|reloc|org|quad|byte|long|word|ascii|asciz|string|zero|skip|space|fill"
+    # data that holds a symbol's address (`.8byte PyRun_SimpleString` references it), and the macro
+    # directives, whose bodies paste directive names together (`.irp d, set` / `.\d run, Py...`)
+    r"|int|short|hword|value|octa|2byte|4byte|8byte|dc\.\w+|dc|uleb128|sleb128|inst|include"
+    r"|macro|irp|irpc|rept|altmacro|purgem)"
     r"\b(?!\s*\.)"
 )
+# GNU as's other spelling of .set / .eqv: `run = PyRun_SimpleString` (PTX has no assignment; `%=` is
+# gcc's unique-number operand, not one)
+GAS_ASSIGN = re.compile(r"(?:^|[\s;{])[A-Za-z_.$][\w.$]*[ \t]*==?(?!=)")
+# relocation suffixes are case-insensitive to the assembler (`call f@plt`)
 HOST_SYMREF = re.compile(
-    r"@(PLT|GOTPCREL|GOT|GOTOFF|GOTNTPOFF|GOTTPOFF|TPOFF|DTPOFF|TLSGD|TLSLD|PCREL)\b|\(\s*%%?rip\s*\)"
+    r"@(PLT|GOTPCREL|GOT|GOTOFF|GOTNTPOFF|GOTTPOFF|TPOFF|DTPOFF|TLSGD|TLSLD|PCREL)\b|\(\s*%%?rip\s*\)", re.I
 )
 # a bare assembler instruction that is also a plausible symbol name
 ASM_BARE_OK = {"nop", "pause", "int3", "ud2", "lfence", "mfence", "sfence", "hlt"}
@@ -46,8 +54,14 @@ RUNTIME_LOOKUP = re.compile(
     r"|RTLD_\w+|__builtin_return_address|__builtin_frame_address|__builtin_extract_return_addr|backtrace(_symbols\w*)?"
     r"|_Unwind_Backtrace|_Unwind_GetIP\w*|_Unwind_FindEnclosingFunction"
     r"|Dispatcher|OperatorHandle|findSchema\w*|findOp|findOperatorFor|getAllOperators\w*|getOperation|callBoxed"
-    r"|RegisterOperators|TORCH_LIBRARY\w*|fromQualString)$"
+    r"|RegisterOperators|TORCH_LIBRARY\w*|fromQualString|cuGetExportTable|cudaGetExportTable)$"
 )
+# the CUDA driver's entry points found by name: through them a stream, a graph capture, a host callback
+# or a module load is one string away from every rule that names those functions. Only the tensor-map
+# encoders (TMA descriptors, which a workspace that links no libcuda can reach no other way) may be looked
+# up, by a literal name; the post-build check cannot read the name, so this rule is the only one
+DRIVER_LOOKUP = re.compile(r"^(cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*)$")
+DRIVER_LOOKUP_OK = re.compile(r"^cuTensorMap(Encode|Replace)\w*$")
 LOOKUP_INC = re.compile(
     r"^(link\.h|elf\.h|sys/auxv\.h|execinfo\.h|unwind\.h|libunwind\.h|gnu/lib-names\.h"
     r"|ATen/core/dispatch/\w+\.h|torch/library\.h|torch/csrc/jit/.*)$"
@@ -72,7 +86,59 @@ CUDA_API = (
 INTERPOSED = re.compile(rf"^({CUDA_API}|_?Py[A-Z_]\w*|dl(open|mopen|sym|vsym|close|error|addr1?|info|iterate_phdr))$")
 # compiler and linker flags (Python strings of a load_inline call) that rename symbols
 RENAME_FLAGS = re.compile(r"(^|[\s,=])(--?defsym|--?wrap|--redefine-syms?|--?alias)([\s,=]|$)")
+# compiler-driver flags that make the build run another program, load a plugin into the compiler, or read
+# or write a file the checks never see. The single-file build runs the compiler in the trusted parent with
+# the call's flags, so `-wrapper /bin/sh,-c,...` would run a command there before any check of the output
+# (and gcc's `-B`, nvcc's `-ccbin`, `-fplugin`, `-specs` and `@file` pick programs or options from files).
+# Matched where a driver option starts: the string's start, after a space or quote, or in a forwarded list
+# (`-Xcompiler=-wrapper,...`, `-Xcompiler -B/tmp`); gcc's `-Bsymbolic` style linker words are not a directory.
+_FLAG_AT = r"(?:^|(?<=[\s,='\"]))"
+DRIVER_FLAGS: dict[str, re.Pattern[str]] = {
+    "process-network": re.compile(
+        _FLAG_AT + r"(-wrapper\b|-B(?=[\s/.~$'\"]|$)|-ccbin\b|--compiler-bindir\b|--?run\b|-fplugin\S*|-fplugin-arg\S*)"
+    ),
+    "file-access": re.compile(
+        _FLAG_AT + r"(@\S|--?specs\b|-specs=|--options-file\b|-optf\b|-include\b|-imacros\b|--?sysroot\b|-isysroot\b"
+        r"|-iprefix\b|-M[DFTQ]?(?=[\s=,]|$)|-MMD\b|-Wp,|-Xpreprocessor\b|--?save-temps\b|--?keep\b|--keep-dir\b"
+        r"|-o(?=[\s/.~$=]|$)|-odir\b|--output-\w+|-dumpdir\b|-dumpbase\b|-fdump-\S*|-fopt-info\S*=|--dependency-output\b)"
+    ),
+    # the assembler's own options (--defsym, -I for .incbin, listings) bypass the source checks
+    "symbol-rename": re.compile(_FLAG_AT + r"(-Wa,|-Xassembler\b)"),
+}
+
+
+def build_flag(flag: str) -> tuple[str, str] | None:
+    """(rule, the option) when a compiler or linker flag runs a program, loads a plugin, reads or writes a
+    file or passes options to the assembler (`DRIVER_FLAGS`); None for an ordinary one. A `-D` / `-U`
+    value is C++ (checked as such), so only what follows it in the same string counts."""
+    probe = re.sub(r"^-[DU]\S*", "", flag.strip())
+    for rule, pat in DRIVER_FLAGS.items():
+        m = pat.search(probe)
+        if m:
+            return rule, m.group(1)
+    return None
+
+
 DEFINE_FLAG = re.compile(r"^-D\s*([A-Za-z_]\w*(?:\([^)]*\))?)(?:=(.*))?$", re.S)
+
+
+_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]+|[0-7]{1,3}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)", re.S)
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "v": "\v", "f": "\f", "a": "\a", "b": "\b", "e": "\x1b"}
+
+
+def c_unescape(text: str) -> str:
+    """A string literal's text as the compiler hands it on: `".s\\x65t"` is `.set` to the assembler, so
+    every check of what a literal says reads it decoded."""
+
+    def one(m: re.Match[str]) -> str:
+        e = m.group(1)
+        if e[0] in "xuU" and len(e) > 1:
+            return chr(min(int(e[1:], 16), 0x10FFFF))
+        if e[0] in "01234567":
+            return chr(int(e, 8))
+        return _SIMPLE_ESCAPES.get(e, e)
+
+    return _ESCAPE.sub(one, text)
 
 
 def _asm_strings(toks: list[Tok]) -> set[int]:
@@ -271,13 +337,17 @@ def _check_asm(sink: _Sink, toks: list[Tok], dirs: list[_Directive], in_fn: list
             )
         # the template alone: operand constraints and clobbers ("r", "rdi") glued onto it would hide a
         # trailing `@PLT` from the word boundary (`...@PLTrrdi`)
-        text = re.sub(r"\\[ntr]", " ", "".join(template))
+        text = c_unescape("".join(template))
         m = GAS_DIRECTIVE.search(text)
         if m:
             sink.add(
                 "symbol-rename",
                 t.line,
                 f"assembler directive `.{m.group(1)}` in inline assembly defines or binds symbols",
+            )
+        elif GAS_ASSIGN.search(text):
+            sink.add(
+                "symbol-rename", t.line, "an assembler assignment (`name = symbol`) in inline assembly binds symbols"
             )
         m = HOST_SYMREF.search(text)
         if m:
@@ -309,17 +379,49 @@ def _check_symbol_binding(sink: _Sink, text: str, toks: list[Tok], asm_strings: 
                 t.line,
                 f"#include <{t.text.strip()}> walks the loader's or torch's symbol tables",
             )
-        elif t.kind == "str" and i not in asm_strings and not (i >= 1 and toks[i - 1].text == "extern"):
-            if PROC_SELF.search(t.text):
+        elif (
+            t.kind == "str"
+            and i not in asm_strings
+            and not (i >= 1 and toks[i - 1].text == "extern")
+            and not (i >= 1 and toks[i - 1].kind == "str")
+        ):
+            # the literal as the program sees it: adjacent literals joined ("PyRun_" "SimpleString"), escapes
+            # decoded ("/proc/s\x65lf/maps")
+            k = i
+            while k + 1 < len(toks) and toks[k + 1].kind == "str":
+                k += 1
+            value = c_unescape("".join(x.text for x in toks[i : k + 1]))
+            if PROC_SELF.search(value):
                 sink.add(
-                    "runtime-symbol-lookup", t.line, f'"{t.text[:40]}" reads the process\'s own memory map or image'
+                    "runtime-symbol-lookup", t.line, f'"{value[:40]}" reads the process\'s own memory map or image'
                 )
-            elif LOOKUP_STRING.match(t.text.strip()):
+            elif LOOKUP_STRING.match(value.strip()):
                 sink.add(
                     "runtime-symbol-lookup",
                     t.line,
-                    f'the string "{t.text.strip()}" names a symbol of the interpreter or the loader',
+                    f'the string "{value.strip()}" names a symbol of the interpreter or the loader',
                 )
+        elif (
+            t.kind == "id"
+            and not (i and toks[i - 1].text == "pragma")  # `#pragma weak` is reported above
+            and (
+                t.text in ("redefine_extname", "extern_prefix")
+                or (t.text == "weak" and i and toks[i - 1].text in ("(", ",") and nxt.kind == "id")
+            )
+        ):
+            # a renaming pragma's words as a macro's argument: `#define P(x) _Pragma(#x)` stringizes
+            # `P(weak cudaEventElapsedTime = fake)` into a pragma no literal shows
+            sink.add(
+                "symbol-rename",
+                t.line,
+                f"`{t.text}` outside #pragma: a stringized _Pragma binds a name to another symbol",
+            )
+        elif t.kind == "id" and DRIVER_LOOKUP.match(t.text) and not _driver_lookup_ok(toks, i):
+            sink.add(
+                "runtime-symbol-lookup",
+                t.line,
+                f"{t.text} finds a driver function by name (only a literal cuTensorMapEncode* name may be looked up)",
+            )
         elif (
             t.kind == "id"
             and t.text == "_Pragma"
@@ -378,3 +480,14 @@ def _extern_c_head(toks: list[Tok], i: int) -> bool:
         if toks[k].kind == "str" and toks[k].text == "C" and k and toks[k - 1].text == "extern":
             return True
     return False
+
+
+def _driver_lookup_ok(toks: list[Tok], i: int) -> bool:
+    """Whether the driver lookup at i is a call whose name argument is a literal tensor-map encoder's name."""
+    if i + 2 >= len(toks) or toks[i + 1].text != "(" or toks[i + 2].kind != "str":
+        return False
+    k = i + 2
+    while k + 1 < len(toks) and toks[k + 1].kind == "str":
+        k += 1
+    name = c_unescape("".join(x.text for x in toks[i + 2 : k + 1]))
+    return k + 1 < len(toks) and toks[k + 1].text == "," and bool(DRIVER_LOOKUP_OK.match(name))

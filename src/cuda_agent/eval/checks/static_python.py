@@ -8,9 +8,10 @@ imports or runs the file. Imports only the standard library and the other static
 from __future__ import annotations
 
 import ast
+import re
 
 from cuda_agent.eval.checks.static_cpp import check_cpp
-from cuda_agent.eval.checks.static_cpp_symbols import DEFINE_FLAG, RENAME_FLAGS
+from cuda_agent.eval.checks.static_cpp_symbols import DEFINE_FLAG, RENAME_FLAGS, build_flag
 from cuda_agent.eval.checks.static_python_names import (
     ALLOWED_INPLACE,
     BAD_LDLIBS,
@@ -184,7 +185,11 @@ class _PyChecker:
                 self._assign_target(t, line)
         elif isinstance(n, ast.Constant) and isinstance(n.value, str) and BAD_LDLIBS.match(n.value.strip()):
             sink.add("third-party-library", line, f"links {n.value.strip()}")
-        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lstrip().startswith("-"):
+        elif (
+            isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and (n.value.lstrip().startswith("-") or re.fullmatch(r"@\S+", n.value.strip()))
+        ):  # a flag, or a response file of flags (`@/tmp/flags`)
             self._flag(n.value.strip(), line)
         elif isinstance(n, ast.With):
             for item in n.items:
@@ -201,9 +206,15 @@ class _PyChecker:
 
     def _flag(self, flag: str, line: int | None) -> None:
         """A compiler or linker flag (load_inline's extra_*flags): a macro it defines is checked as the
-        C++ it becomes (`-Drun=PyRun_SimpleString` renames as well as a #define); --wrap / --defsym rename."""
+        C++ it becomes (`-Drun=PyRun_SimpleString` renames as well as a #define); --wrap / --defsym rename;
+        flags that run programs, load plugins or touch files (`build_flag`) are rejected by what they do."""
         if RENAME_FLAGS.search(flag):
             self.sink.add("symbol-rename", line, f"the flag {flag[:60]!r} binds one symbol to another")
+        bad = build_flag(flag)
+        if bad:
+            self.sink.add(
+                bad[0], line, f"the flag {bad[1]!r} makes the compiler run, load, read or write what no check sees"
+            )
         m = DEFINE_FLAG.match(flag)
         if m:
             text = f"#define {m.group(1)} {m.group(2) or ''}\n"

@@ -84,13 +84,13 @@ RULES: dict[str, Rule] = {
     "process-network": Rule(
         R,
         "py,cpp",
-        "subprocesses, sockets, network (subprocess, os.system, socket, urllib, fork, popen)",
+        "subprocesses, sockets, network (subprocess, os.system, socket, urllib, fork, popen, compiler flags that run programs: -wrapper, -B, -ccbin, -fplugin)",
         "nothing: the candidate needs no process or network access",
     ),
     "file-access": Rule(
         R,
         "py,cpp",
-        "reading or writing files or descriptors (open, os.write, pathlib, torch.load, fopen, ofstream, #include outside the workspace)",
+        "reading or writing files or descriptors (open, os.write, pathlib, torch.load, fopen, ofstream, #include outside the workspace, compiler flags that read or write files: @file, -include, -MF, -o)",
         "nothing: the candidate reads only its inputs",
     ),
     "os-call": Rule(W, "py", "other os.* calls", "avoid os in model code"),
@@ -229,13 +229,13 @@ RULES: dict[str, Rule] = {
     "symbol-rename": Rule(
         R,
         "py,cpp",
-        'binding a name to another symbol: asm labels on declarations (`int f(const char*) __asm__("PyRun_SimpleString")`), alias / weakref / ifunc / symver / section attributes, `#pragma redefine_extname` / `weak`, assembler outside function bodies, symbol directives in asm strings (.set, .equ, .symver, .globl, .weak, .section, @PLT), defining a function of the CUDA runtime, Python or the dynamic linker, --wrap / --defsym and -D flags that rename',
+        'binding a name to another symbol: asm labels on declarations (`int f(const char*) __asm__("PyRun_SimpleString")`), alias / weakref / ifunc / symver / section attributes, `#pragma redefine_extname` / `weak`, assembler outside function bodies, symbol directives and assignments in asm strings, read as the assembler reads them (.set, .equ, `name = symbol`, .symver, .globl, .weak, .section, .8byte, .irp / .macro, @PLT), renaming pragmas through a stringizing macro, defining a function of the CUDA runtime, Python or the dynamic linker, --wrap / --defsym / -Wa and -D flags that rename',
         "declare and call functions by their own names; inline asm statements (PTX) inside kernels and device functions are fine",
     ),
     "runtime-symbol-lookup": Rule(
         R,
         "cpp",
-        "finding code at run time: the dynamic linker's tables and internals (dl_iterate_phdr, dladdr, link_map, _r_debug, _dl_*, __libc_*, getauxval, <link.h>, <elf.h>), /proc/self/maps, return addresses, C-API names in strings, torch's operator registry by name (c10::Dispatcher, findSchema, TORCH_LIBRARY*)",
+        "finding code at run time: the dynamic linker's tables and internals (dl_iterate_phdr, dladdr, link_map, _r_debug, _dl_*, __libc_*, getauxval, <link.h>, <elf.h>), /proc/self/maps, return addresses, C-API names in strings (joined and decoded), torch's operator registry by name (c10::Dispatcher, findSchema, TORCH_LIBRARY*), the CUDA driver's entry points by name (cudaGetDriverEntryPoint*, cuGetProcAddress; only a literal cuTensorMapEncode* name)",
         "call the functions you need directly; cuda_extension links what the binding uses",
     ),
     "built-symbol": Rule(
