@@ -100,14 +100,11 @@ def lex_cpp(text: str) -> list[Tok]:
         bol = False
         if c.isalpha() or c == "_":
             j = i + 1
-            spliced = 0
+            # a backslash-newline inside a name joins it (P\<newline>yRun_... is PyRun_...)
             while j < n and (text[j].isalnum() or text[j] == "_" or text.startswith("\\\n", j)):
-                if text[j] == "\\":  # a backslash-newline inside a name joins it (P\<newline>yRun_... is PyRun_...)
-                    spliced += 1
-                    j += 1
-                j += 1
+                j += 2 if text[j] == "\\" else 1
             word = text[i:j].replace("\\\n", "")
-            line += spliced
+            start, line = line, line + text.count("\n", i, j)  # the name's token keeps the line it starts on
             if j < n and text[j] in "\"'" and word in _STR_PREFIX:
                 if word.endswith("R") and text[j] == '"':
                     k = text.find("(", j)
@@ -120,7 +117,7 @@ def lex_cpp(text: str) -> list[Tok]:
                     continue
                 i = j
                 continue  # the quote is lexed next
-            toks.append(Tok("id", word, line))
+            toks.append(Tok("id", word, start))
             i = j
             continue
         if c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):

@@ -387,10 +387,7 @@ def _check_symbol_binding(sink: _Sink, text: str, toks: list[Tok], asm_strings: 
         ):
             # the literal as the program sees it: adjacent literals joined ("PyRun_" "SimpleString"), escapes
             # decoded ("/proc/s\x65lf/maps")
-            k = i
-            while k + 1 < len(toks) and toks[k + 1].kind == "str":
-                k += 1
-            value = c_unescape("".join(x.text for x in toks[i : k + 1]))
+            value, _ = _literal(toks, i)
             if PROC_SELF.search(value):
                 sink.add(
                     "runtime-symbol-lookup", t.line, f'"{value[:40]}" reads the process\'s own memory map or image'
@@ -486,8 +483,14 @@ def _driver_lookup_ok(toks: list[Tok], i: int) -> bool:
     """Whether the driver lookup at i is a call whose name argument is a literal tensor-map encoder's name."""
     if i + 2 >= len(toks) or toks[i + 1].text != "(" or toks[i + 2].kind != "str":
         return False
-    k = i + 2
-    while k + 1 < len(toks) and toks[k + 1].kind == "str":
+    name, end = _literal(toks, i + 2)
+    return end < len(toks) and toks[end].text == "," and bool(DRIVER_LOOKUP_OK.match(name))
+
+
+def _literal(toks: list[Tok], i: int) -> tuple[str, int]:
+    """The string literal starting at token i as the compiler sees it (adjacent literals joined, escapes
+    decoded), and the index of the first token after it."""
+    k = i
+    while k < len(toks) and toks[k].kind == "str":
         k += 1
-    name = c_unescape("".join(x.text for x in toks[i + 2 : k + 1]))
-    return k + 1 < len(toks) and toks[k + 1].text == "," and bool(DRIVER_LOOKUP_OK.match(name))
+    return c_unescape("".join(x.text for x in toks[i:k])), k
