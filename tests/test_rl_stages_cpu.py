@@ -11,7 +11,9 @@ each one step on four rows with the tiny model of rl.tiny:
   relu(x) * 2 kernel; the reward function evaluates them on the evaluator's CPU lane, so the two
   relu(x) * 2 tasks score a milestone reward and the two relu(x) * 3 tasks -1; one PPO step updates the
   actor and the critic.
-Minutes each on a 2-core machine, hence `slow`; skipped without verl."""
+Minutes each on a 2-core machine, hence `slow`; skipped without verl. sft and vp are also `heavy` (not in
+CI, whose hour they no longer fit on a slow machine: `python -m pytest -m heavy` runs them); warmup, the
+stage that reaches the evaluator, stays in CI."""
 
 from __future__ import annotations
 
@@ -98,6 +100,7 @@ def _config(stage: str, tmp: Path, model: Path, train: Path, *extra: str) -> Pat
     return out
 
 
+@pytest.mark.heavy
 def test_rft_rows_train_one_real_sft_step(tmp_path, cache_env):
     from cuda_agent.rl.tiny import save_tiny_model
 
@@ -119,6 +122,7 @@ def test_rft_rows_train_one_real_sft_step(tmp_path, cache_env):
     ]  # a real step: a finite loss, a gradient
 
 
+@pytest.mark.heavy
 def test_value_pretraining_updates_the_critic_only(tmp_path, cache_env):
     from cuda_agent.rl.tiny import save_tiny_model
 
