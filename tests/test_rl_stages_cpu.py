@@ -11,9 +11,11 @@ each one step on four rows with the tiny model of rl.tiny:
   relu(x) * 2 kernel; the reward function evaluates them on the evaluator's CPU lane, so the two
   relu(x) * 2 tasks score a milestone reward and the two relu(x) * 3 tasks -1; one PPO step updates the
   actor and the critic.
-Minutes each on a 2-core machine, hence `slow`; skipped without verl. sft and vp are also `heavy` (not in
-CI, whose hour they no longer fit on a slow machine: `python -m pytest -m heavy` runs them); warmup, the
-stage that reaches the evaluator, stays in CI."""
+Minutes each on a 2-core machine (warmup about eight: four candidate builds on the CPU lane), hence `slow`;
+skipped without verl. All three are also `heavy`, left out of CI, whose hour they no longer fit on a slow
+machine (`python -m pytest -m heavy` runs them), and so is test_rl_train_cpu.py: there the CPU lane's clock
+called the honest candidate forged under that load (its note says more); CI keeps the quick tests of these
+stages' data and rl_gpu_smoke's CPU run (test_rl_smoke_script.py)."""
 
 from __future__ import annotations
 
@@ -145,6 +147,7 @@ def _single_turn_answer() -> str:
     return f'<file path="model_new.py">\n{MODEL_NEW}</file>\n<file path="kernels/relu2_binding.cpp">\n{BINDING}</file>'
 
 
+@pytest.mark.heavy
 def test_single_turn_warmup_step_with_the_evaluators_reward(tmp_path, cache_env):
     from transformers import AutoTokenizer
 
