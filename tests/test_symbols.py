@@ -307,7 +307,7 @@ def test_a_file_that_is_not_an_object_is_rejected(tmp_path):
 # Each build below is a whole torch binding compiled with -O3 (about a minute on a 2-core machine), and every
 # route these hacks take is also compiled and rejected object-level by ROUTES above, with g++ and nvcc, in
 # seconds. CI builds one hack per kind of route (a label, an attribute, exported interposers, a dynamic-linker
-# walk, a -D flag, a linker flag) and the controls that build here; the rest are marked `heavy`
+# walk, a -D flag, a linker flag); the rest are marked `heavy`
 # (`python -m pytest -m heavy` runs them): all of them no longer fit CI's hour on a slow machine.
 CI_BUILDS = {
     "rename_asm_label",
@@ -316,9 +316,6 @@ CI_BUILDS = {
     "lookup_dl_iterate_phdr",
     "rename_cflags_define",
     "rename_ldflags_wrap",
-    "matmul_tiled_smem",
-    "relu_single_file",
-    "matmul_cublas_sgemm",
 }
 
 
@@ -373,7 +370,8 @@ def test_the_ci_builds_name_corpus_cases():
 
 
 def _controls():
-    return _params(sorted(p for p in (REDTEAM / "controls").iterdir() if (p / "EXPECT.json").is_file()))
+    # all in CI: on a CPU-only torch each control stops at a CUDA header the machine lacks and skips in seconds
+    return sorted(p for p in (REDTEAM / "controls").iterdir() if (p / "EXPECT.json").is_file())
 
 
 @pytest.mark.slow
