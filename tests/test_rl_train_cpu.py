@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("verl")
 pytest.importorskip("ray")
 # heavy (left out of CI): on a loaded 2-core machine the CPU lane's clock rejected the honest relu(x) * 2
-# candidate as timing-forged (2026-12-07, e19adc5: its burst read 3.8 ms per call against its own 0.25 ms,
+# candidate as timing-forged (2026-12-07, 48806a0: its burst read 3.8 ms per call against its own 0.25 ms,
 # four evaluations and verl's workers sharing two cores), so every reward was -1 and the test failed; and it
 # takes over ten minutes there. The clock's bug is recorded for the next session (closing note of stop 50).
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]

@@ -307,8 +307,8 @@ def test_a_file_that_is_not_an_object_is_rejected(tmp_path):
 # Each build below is a whole torch binding compiled with -O3 (about a minute on a 2-core machine), and every
 # route these hacks take is also compiled and rejected object-level by ROUTES above, with g++ and nvcc, in
 # seconds. CI builds one hack per kind of route (a label, an attribute, exported interposers, a dynamic-linker
-# walk, a -D flag, a linker flag); the rest are marked `heavy`
-# (`python -m pytest -m heavy` runs them): all of them no longer fit CI's hour on a slow machine.
+# walk, a -D flag, a linker flag); the rest are marked `heavy` (`python -m pytest -m heavy` runs them): all of
+# them no longer fit CI's hour on a slow machine.
 CI_BUILDS = {
     "rename_asm_label",
     "rename_weakref",
@@ -319,17 +319,17 @@ CI_BUILDS = {
 }
 
 
-def _params(dirs: list[Path]) -> list:
-    return [d if d.name in CI_BUILDS else pytest.param(d, marks=pytest.mark.heavy) for d in dirs]
-
-
-def _symbol_hacks():
+def _symbol_hack_dirs() -> list[Path]:
     out = []
     for d in sorted((REDTEAM / "hacks").iterdir()):
         e = d / "EXPECT.json"
         if e.is_file() and json.loads(e.read_text()).get("symbol"):
             out.append(d)
-    return _params(out)
+    return out
+
+
+def _symbol_hacks():
+    return [d if d.name in CI_BUILDS else pytest.param(d, marks=pytest.mark.heavy) for d in _symbol_hack_dirs()]
 
 
 def _build_case(d: Path, tmp_path: Path, cache: Path):
@@ -364,8 +364,8 @@ def test_the_corpus_hack_is_rejected_after_the_build(d, tmp_path, cache_env):
 
 
 def test_the_ci_builds_name_corpus_cases():
-    """A renamed or removed case must not silently drop out of CI's builds."""
-    names = {d.name for d in (REDTEAM / "hacks").iterdir()} | {d.name for d in (REDTEAM / "controls").iterdir()}
+    """A renamed or removed case (or one that no longer names a symbol) must not silently drop out of CI's builds."""
+    names = {d.name for d in _symbol_hack_dirs()}
     assert CI_BUILDS <= names, CI_BUILDS - names
 
 
