@@ -11,6 +11,11 @@ compilers and its evaluation's children with it, a candidate spinning in a hang 
 it spun on, orphaned, after `bench` had exited 130). With the sandbox's `unshare --kill-child`
 outermost-but-one, the signal ends the whole namespace.
 
+`tree_cpu_s(pid)` is the CPU time the kernel has charged a process and its live descendants (every
+thread, on every core): the parent's own reading of how much work a sandboxed tree did, which the
+tree cannot lower except by moving work into processes that end before the reading (their time is
+then lost, never gained: a caller must use it only where less time can only help the tree's side).
+
 `shared_lock_dir()` is the machine-wide folder of the evaluator's lock files (the per-GPU timing
 lock, the pool's GPU leases): every sandboxed process gets an empty, read-only folder in its place
 (`box`), because a candidate that could flock those files could stall every timing on its GPU.
@@ -34,6 +39,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from functools import cache
@@ -89,6 +95,41 @@ def kill_group(proc: subprocess.Popen[Any], wait_s: float = 10.0) -> None:
         proc.wait(timeout=wait_s)
     except subprocess.TimeoutExpired:
         pass
+
+
+def tree_cpu_s(pid: int) -> float | None:
+    """CPU seconds the kernel charged `pid` and every live descendant (each process's CPU-time clock,
+    clock_getcpuclockid(3): all its threads, nanoseconds); None when `pid` itself cannot be read."""
+    parent: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # ended while listed
+        # the command name is in parentheses and may hold spaces or ')': the fields follow the last one
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and fields[1].isdigit():
+            parent[int(name)] = int(fields[1])
+    tree, frontier = {pid}, [pid]
+    children: dict[int, list[int]] = {}
+    for child, ppid in parent.items():
+        children.setdefault(ppid, []).append(child)
+    while frontier:
+        for c in children.get(frontier.pop(), ()):
+            if c not in tree:
+                tree.add(c)
+                frontier.append(c)
+    total = 0.0
+    for p in tree:
+        try:
+            total += time.clock_gettime((~p << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(p, CPUCLOCK_SCHED)
+        except OSError:
+            if p == pid:
+                return None
+    return total
 
 
 @cache

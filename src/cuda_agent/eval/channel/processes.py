@@ -44,7 +44,7 @@ from typing import Any
 
 from cuda_agent.eval.channel import messages as P
 from cuda_agent.sandbox import env as sandbox_env
-from cuda_agent.sandbox.env import die_with_parent, kill_group, popen_guarded
+from cuda_agent.sandbox.env import die_with_parent, kill_group, popen_guarded, tree_cpu_s
 
 LOG_TAIL_CHARS = 6000
 MAX_REPLY_BYTES = 1 << 20
@@ -162,6 +162,7 @@ class Child:
         self._rfd, self._wfd = c2p_r, p2c_w
         self._buf = b""
         self.dead = False
+        self.sent_at = 0.0  # perf_counter() just before the last request was written (`send`): a burst's start
         # the evaluation's `timing.gpu_lock.Share`: entered per request sent, left per reply or failure
         self.share: Any = None
         self._inflight: collections.deque[Any] = (
@@ -178,6 +179,11 @@ class Child:
                 return tail(f.read().decode(errors="replace"))
         except OSError:
             return ""
+
+    def cpu_s(self) -> float | None:
+        """CPU seconds the kernel has charged this child's process tree (`sandbox.env.tree_cpu_s`): the
+        parent's reading, never the child's word; None once it has ended."""
+        return tree_cpu_s(self.proc.pid)
 
     def request(self, req: P.Request, timeout: float) -> P.Reply | ChildFailure:
         return self.send(req) or self.receive(timeout, req.cmd)
@@ -196,8 +202,12 @@ class Child:
         if self.share is not None:  # the GPU shared with others' untimed work while the child works
             self.share.enter()
         self._inflight.append(self.share)
+        line = (json.dumps(wire) + "\n").encode()
+        # read before the write: once written, the child may run (even on this core, woken by the pipe)
+        # before this thread runs again, so a clock read after it can miss part of the child's work
+        self.sent_at = time.perf_counter()
         try:
-            os.write(self._wfd, (json.dumps(wire) + "\n").encode())
+            os.write(self._wfd, line)
         except (BrokenPipeError, OSError):
             return self._fail("died", f"{self.role} process exited before '{wire.get('cmd')}'")
         return None

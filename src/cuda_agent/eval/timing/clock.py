@@ -53,7 +53,9 @@ when it is `FORGED_WARN` or more times faster than the clock; a rejection (rewar
 `FORGED` or more times faster in graph mode (or, in host mode, faster than even its own reported
 host time per call explains) by every baseline's scale, each read at the edge of its noise least
 against the candidate, and the candidate's net stands clear of its own noise (on the CPU lane, also
-by the candidate's own net against its claim: `Bounds.own`): a rejection needs evidence every side agrees on, where the time that counts takes the side least in its favour. The clock's time is charged its tolerance (the largest tol_X), so a
+by the candidate's own net against its claim: `Bounds.own`, its wall net or the CPU time the kernel
+charged its processes, whichever is less; the CPU time, which a busy machine does not stretch, also
+lets a claim it bears out agree there, never setting the time): a rejection needs evidence every side agrees on, where the time that counts takes the side least in its favour. The clock's time is charged its tolerance (the largest tol_X), so a
 milestone stands only where the clock confirms it beyond its measured noise; in host mode (a burst
 bound by Python) that noise, and so the charge, is larger. Where the candidate's net does not
 stand clear of its noise no milestone is granted: the clock confirms nothing it cannot see; where a
@@ -180,8 +182,11 @@ class Bounds:
     claim. The CPU lane's: there a baseline's net and events part by several times under load (CI-like
     load, 2026-12-07, the RL smoke's honest relu: eager's net 0.0052 ms against its 0.027 ms of events, so
     on eager's scale the candidate read 7.9x its claim and was rejected as forged while its own net was
-    1.5x its claim). Not the GPU's: there nets sit a steady fraction under their events (0.5-0.9x), and a
-    2x lie whose net reads 0.6x its events would pass the candidate's own check."""
+    1.5x its claim). The own net is the lesser of the wall's and the CPU time's (`judge`'s `cpu_net_ms`):
+    a busy machine stretches the wall alone (2-core machine, the suite beside it, 2026-12-07: the same
+    relu's own wall net read 15x its claim and it was rejected). Not the GPU's: there nets sit a steady
+    fraction under their events (0.5-0.9x), and a 2x lie whose net reads 0.6x its events would pass the
+    candidate's own check."""
 
     least: float
     cap: float
@@ -347,13 +352,18 @@ def judge(
     floor_ms: float = 0.0,
     enqueue_ms: float | None = None,
     bounds: Bounds = GPU_BOUNDS,
+    cpu_net_ms: float | None = None,
 ) -> Verdict:
     """The candidate's time that counts (module docstring): the clock's, whatever the claim. `floor_ms`:
     the task's speed-of-light time per call (0: unknown); the clock's net is never taken below it.
     `mode`: "graph" or "host" (a host-bound burst resolves less: its wider tolerance is its charge);
     `enqueue_ms`: the host time per call the candidate reported (host mode: a
     host-bound honest candidate's slow burst is then not called forged). `bounds`: the lane's floor and
-    cap on the tolerance and its rejection factor (GPU_BOUNDS; HOST_LANE_BOUNDS on the CPU lane). The claim decides only
+    cap on the tolerance and its rejection factor (GPU_BOUNDS; HOST_LANE_BOUNDS on the CPU lane).
+    `cpu_net_ms` (the CPU lane): the candidate's net by the CPU time the kernel charged its processes in
+    the same looks, which a busy machine does not stretch as it does the wall time; it may only spare the
+    candidate (agreement, and no rejection unless it too is `forged` times the claim), never set the
+    time: work moved into a process that ends before the reading is not in it. The claim decides only
     the findings (and a rejection when grossly below the clock), never the time or a milestone: any
     rule in which the claim could lower the time would let a liar gain wherever the clock and the
     events disagree for its kernel (measured: 3-6 % on a 46 us kernel), which no tolerance fixes."""
@@ -391,6 +401,11 @@ def judge(
         if claim_ms / s.event_ms * (1 + t) < ratio:
             agree = False
         parts.append(f"{s.name} {base:.4g} ms (x{ratio:.3f}, tol {t:.1%})")
+    # the CPU lane: a claim the candidate's CPU time bears out agrees, the wall's ratio still setting the
+    # time. Against the claim itself, not on a baseline's scale: both are the candidate's own calls, while a
+    # baseline's net and events part by 10 % and more on a busy CPU (2 cores, both busy, 2026-12-07)
+    by_cpu = not agree and cpu_net_ms is not None and claim_ms * (1 + max(tol.values(), default=cap)) >= cpu_net_ms
+    agree = agree or by_cpu
     # the candidate's own net must stand clear of its noise, or the clock saw nothing of its calls
     visible = net_c > 2.0 * cand_noise_ms and bool(sides)
     resolved = resolved and visible and all(t < cap for t in tol.values())
@@ -412,7 +427,10 @@ def judge(
             tol,
             False,
             resolved,
-            f"{clock}: agrees with the reported {claim_ms:.4g} ms; the clock's {time_ms:.4g} ms counts" + note,
+            f"{clock}: agrees with the reported {claim_ms:.4g} ms"
+            + (f" by its CPU time ({cpu_net_ms:.4g} ms per call: the machine kept it off a core)" if by_cpu else "")
+            + f"; the clock's {time_ms:.4g} ms counts"
+            + note,
             grants=visible,
             unseen=tuple(unseen),
         )
@@ -421,10 +439,13 @@ def judge(
     host = max(claim_ms, enqueue_ms or 0.0)
     gross = visible and least_equiv >= forged * claim_ms and (mode == "graph" or least_equiv >= forged * host)
     if bounds.own:
-        gross = gross and max(0.0, raw - 2.0 * cand_noise_ms) >= forged * host
+        own = raw if cpu_net_ms is None else min(raw, cpu_net_ms)
+        gross = gross and max(0.0, own - 2.0 * cand_noise_ms) >= forged * host
     what = (
         f"the candidate reported {claim_ms:.4g} ms per call, {over:.2f}x faster than the evaluator's clock "
-        f"confirms ({equiv:.4g} ms on the same scale; {clock})"
+        f"confirms ({equiv:.4g} ms on the same scale; {clock}"
+        + ("" if cpu_net_ms is None else f"; its CPU time {cpu_net_ms:.4g} ms per call")
+        + ")"
     )
     if gross:
         return Verdict(

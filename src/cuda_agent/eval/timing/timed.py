@@ -165,10 +165,19 @@ class BurstRecord:
     salts: list[int]
     seconds: list[float]
     digests: list[P.PackedDigests]  # per look: its calls' digests, rows decoded only where checked
+    # per look, the CPU seconds the kernel charged the child's process tree (the CPU lane's candidate only):
+    # what its calls cost however long the machine kept it off a core
+    cpu_seconds: list[float] = dataclasses.field(default_factory=list)
 
     @property
     def looks(self) -> tt.Looks:
         return tt.Looks(self.k * self.replays, tuple(self.seconds))
+
+    @property
+    def cpu_looks(self) -> tt.Looks | None:
+        if not self.cpu_seconds or len(self.cpu_seconds) != len(self.seconds):
+            return None
+        return tt.Looks(self.k * self.replays, tuple(self.cpu_seconds))
 
 
 def _clock_opt_ins(cfg: EvalConfig) -> list[str]:
@@ -214,14 +223,23 @@ def _looks(child: Child, res: EvalResult, cfg: EvalConfig, kind: str, k: int, re
     """LOOKS bursts of a prepared side on fresh salts, each clocked by the parent from send to reply; up
     to MORE_LOOKS more while the two fastest disagree by more than half the tolerance's cap."""
     rec = BurstRecord(kind, k, replays, [], [], [])
+    # the CPU lane's candidate: its tree's CPU time beside the wall time (`clock.judge`'s `cpu_net_ms`)
+    cpu = cfg.device != "cuda" and child.role == "candidate"
     for i in range(tt.LOOKS + tt.MORE_LOOKS):
         if i >= tt.LOOKS and rec.looks.spread() <= tt.TOL_CAP / 2:
             break
         salt = secrets.randbits(62)
+        c0 = child.cpu_s() if cpu else None
         send(child, res, P.Burst(salt, k, mode, replays), "trusted_clock")
-        t0 = time.perf_counter()
+        # from the moment before the request was written (`Child.sent_at`), not after: a parent kept off
+        # its core right after the write (a busy machine; the pipe's wake-up runs the child on the
+        # writer's core) read its start late, and a look came out shorter than the child's work (CPU
+        # lane, every core busy, 2026-12-07: 0.26 ms of wall for 14 ms of the child's CPU time)
+        t0 = child.sent_at
         reply = recv(child, res, cfg.timing_timeout, "trusted_clock", "burst", P.BurstReply)
         rec.seconds.append(time.perf_counter() - t0)
+        if c0 is not None and (c1 := child.cpu_s()) is not None:
+            rec.cpu_seconds.append(max(0.0, c1 - c0))
         if len(reply.digests) != k * replays:
             raise finish(
                 res,
@@ -538,6 +556,7 @@ def trusted_verdict(
         0.5 * floor,
         res.timing.enqueue_ms,
         tt.GPU_BOUNDS if cfg.device == "cuda" else tt.HOST_LANE_BOUNDS,
+        tt.net_ms(cpu, fit) if (cpu := rec.cpu_looks) is not None else None,
     )
     res.trusted_ms = round(cand_net, 6)
     res.trusted_eager_ms = round(sides[0].net_ms, 6)
@@ -557,6 +576,11 @@ def trusted_verdict(
         },
         "fit": {"fixed_ms": round(fit.fixed_ms, 5), "per_call_ms": round(fit.per_call_ms, 6)},
     }
+    if rec.cpu_looks is not None:  # the CPU lane: the CPU seconds the kernel charged the candidate, per look
+        res.trusted_looks["candidate_cpu"] = {
+            "calls": rec.cpu_looks.calls,
+            "ms": [round(s * 1e3, 4) for s in rec.cpu_seconds],
+        }
     res.trusted_tol = round(max(v.tol.values()), 4) if v.tol else None
     res.defences["trusted_clock"] = f"{v.kind}: {v.message}"[:600]
     if v.kind == "forged":
