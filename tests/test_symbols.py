@@ -108,6 +108,20 @@ ROUTES = [
         "dlsym",
     ),
     (
+        "asm-label-mmap",  # fresh executable pages for code written at run time
+        'extern "C" void* pages(void*, unsigned long, int, int, int, long) __asm__("mmap");\n'
+        "void* forward_hook() { return pages(nullptr, 4096, 7, 0x22, -1, 0); }\n",
+        (),
+        "mmap",
+    ),
+    (
+        "asm-label-execve",
+        'extern "C" int start(const char*, char* const*, char* const*) __asm__("execve");\n'
+        'int forward_hook() { return start("/bin/true", nullptr, nullptr); }\n',
+        (),
+        "execve",
+    ),
+    (
         "weakref",
         'static int run_it(const char*) __attribute__((weakref("PyRun_SimpleString")));' + _CALL,
         (),
@@ -272,12 +286,15 @@ def test_an_honest_host_unit_passes(tmp_path):
     assert _check(_compile(tmp_path, src, "g++")) == []
 
 
+_ROUTE = {r[0]: r[1] for r in ROUTES}
+
+
 @needs_cxx
 def test_the_elf_reader_agrees_with_nm(tmp_path):
     if shutil.which("nm") is None:
         pytest.skip("binutils nm not installed")
     obj = _compile(
-        tmp_path, ROUTES[9][1] + ROUTES[0][1].replace("run_it", "run_other").replace("forward_hook", "h2"), "g++"
+        tmp_path, _ROUTE["symver"] + ROUTES[0][1].replace("run_it", "run_other").replace("forward_hook", "h2"), "g++"
     )
     undefined, defined = symbols.elf_symbols(obj)
     nm_u = {

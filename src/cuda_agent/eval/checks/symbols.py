@@ -16,7 +16,8 @@ REJECT `Finding` (rule `built-symbol`) per object that
   `torch::wrap_pybind_function`), for "single_file" that plus what the pristine `binding.cpp` needs (a
   load_inline unit defines the module itself);
 - references the dynamic linker's lookup or internals (`dlsym`, `dlopen`, `dlvsym`, `dl_iterate_phdr`,
-  `dladdr`, `_dl_*`, `__libc_dl*`, `_r_debug`, `getauxval`), `mprotect` / `syscall`, or `__real_*` (a
+  `dladdr`, `_dl_*`, `__libc_dl*`, `_r_debug`, `getauxval`), `mprotect` / `mmap` / `memfd_create` /
+  `syscall`, the `exec*` / `fork` / `clone` / `posix_spawn` / `system` / `popen` family, or `__real_*` (a
   linker `--wrap`);
 - defines (exports) a function of the CUDA runtime or driver, Python or the loader (`cudaEvent*`,
   `cuLaunch*`, ... by family, `Py*`, `dlsym`, `__wrap_*`, ...: an interposition attempt).
@@ -65,11 +66,13 @@ INSTEAD = "bind plain functions over tensors and scalars; declare nothing under 
 
 # Python-facing by name: the interpreter's C API (every one of its symbols carries the prefix)
 PY_SYMBOL = re.compile(r"^_?Py[A-Z_]")
-# never referenced by an honest object: the loader's lookup and internals, page protection, raw syscalls
+# never referenced by an honest object: the loader's lookup and internals, page protection and mappings
+# (fresh executable pages), raw syscalls, starting programs or processes
 DENIED = re.compile(
     r"^(dlsym|dlvsym|dlopen|dlmopen|dlclose|dlerror|dlinfo|dladdr1?|dl_iterate_phdr|_dl_\w+|__dl_\w+"
     r"|__libc_dl\w+|_r_debug|getauxval|__getauxval|mprotect|pkey_mprotect|syscall|process_vm_writev"
-    r"|ptrace|__real_\w+)$"
+    r"|ptrace|__real_\w+|mmap|mmap64|mremap|memfd_create|execve|execveat|fexecve|execv|execvp|execvpe"
+    r"|execl|execlp|execle|fork|vfork|clone|clone3|posix_spawnp?|system|popen)$"
 )
 # never defined by a candidate: a global definition of one of these interposes the runtime's own
 INTERPOSED = re.compile(
