@@ -5,6 +5,7 @@ only allowed paths, a missing model_new.py scoring -1 without a job."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from rl_helpers import ScriptedPool, timed
@@ -62,7 +63,8 @@ def test_answer_files_keep_only_agent_paths():
     }
 
 
-def test_single_turn_reward_through_the_pool():
+def test_single_turn_reward_through_the_pool(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_AGENT_SCORE_LOG", str(tmp_path / "scores.jsonl"))
     pool = ScriptedPool({"profile": [timed(3, speedup=1.4)]})
     scoring.use_pool(pool)
     task = Task.from_file(load_suite("examples").items[0].task.path)
@@ -75,6 +77,13 @@ def test_single_turn_reward_through_the_pool():
         assert pool.jobs[0].phase == "profile" and set(pool.jobs[0].sources) == {"model_new.py", "kernels/relu.cu"}
         none = asyncio.run(compute_score("cuda_agent/x", "I cannot.", task.hash, info))
         assert none["score"] == -1.0 and len(pool.jobs) == 1  # no job for an answer without model_new.py
+        # each reward's reason, one line per call, in the order they came
+        lines = [json.loads(x) for x in (tmp_path / "scores.jsonl").read_text().splitlines()]
+        assert [(x["task"], x["status"], x["reward"]) for x in lines] == [
+            (task.name, "ok", 3.0),
+            (task.name, "no-answer", -1.0),
+        ], lines
+        assert "no model_new.py" in lines[1]["message"] and lines[0]["message"]
         with pytest.raises(ValueError, match="hash"):
             asyncio.run(compute_score("cuda_agent/x", ANSWER, "0" * 16, info))
     finally:

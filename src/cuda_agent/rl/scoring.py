@@ -19,6 +19,8 @@ Contract:
   `eval_device` (a `reward_kwargs` key of verl's config; rl.config sets "cpu" for the
   CPU device) chooses the evaluator's lane; the CPU lane uses `eval.config.CPU_QUICK`'s shorter
   protocol (its times say nothing about kernels).
+  With `CUDA_AGENT_SCORE_LOG` set to a file, each call appends one JSON line (task, status, reward,
+  the evaluator's message, seconds): why a reward is what it is, which verl's rollout dump does not say.
 Not guaranteed: an evaluation's wall time (the pool's queue decides it).
 """
 
@@ -26,9 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -135,12 +139,33 @@ async def compute_score(
 ) -> dict[str, float]:
     info = extra_info or {}
     sources = answer_sources(solution_str)
+    name = str(info.get("task_name", "task"))
     if "model_new.py" not in sources:
+        _log_score(name, "no-answer", -1.0, f"no model_new.py block among {sorted(sources)}", 0.0)
         return score_of(None, len(sources))
-    task = Task.from_source(info["task_source"], info.get("task_name", "task"))
+    task = Task.from_source(info["task_source"], name)
     if ground_truth and ground_truth != task.hash:
         raise ValueError(f"row's task hash {ground_truth} does not match its task source ({task.hash})")
     config = cpu_lane() if eval_device == "cpu" else EvalConfig(device=eval_device)
     job = EvalJob(task=task, sources=sources, phase="profile", config=config, label=task.name)
-    result = await asyncio.wrap_future(shared_pool().submit(job))
-    return score_of(result, len(sources))
+    t0 = time.monotonic()
+    try:
+        result = await asyncio.wrap_future(shared_pool().submit(job))
+    except BaseException as e:
+        _log_score(name, "error", None, f"{type(e).__name__}: {e}", time.monotonic() - t0)
+        raise
+    out = score_of(result, len(sources))
+    _log_score(name, result.status.value, out["score"], result.message, time.monotonic() - t0)
+    return out
+
+
+def _log_score(task: str, status: str, reward: float | None, message: str, seconds: float) -> None:
+    path = os.environ.get("CUDA_AGENT_SCORE_LOG")
+    if not path:
+        return
+    line = {"task": task, "status": status, "reward": reward, "message": message[:1000], "seconds": round(seconds, 2)}
+    try:
+        with open(path, "a") as f:  # one write per line: concurrent reward workers append whole lines
+            f.write(json.dumps(line) + "\n")
+    except OSError:
+        pass  # a log that cannot be written never costs a training step
