@@ -609,8 +609,9 @@ def test_an_honest_slow_candidate_is_not_called_forged_on_a_busy_machine(tmp_pat
     looks, fit = r.trusted_looks, r.trusted_looks["fit"]
     cpu, wall = looks["candidate_cpu"], looks["candidate"]
     assert cpu["calls"] == wall["calls"] and len(cpu["ms"]) == len(wall["ms"]) >= tt.LOOKS
-    # one thread of work: its CPU time is real, and never more than the wall's (up to the readings' rounding)
-    assert all(0 < c <= w * 1.02 + 0.05 for c, w in zip(cpu["ms"], wall["ms"], strict=True)), looks
+    # one thread of work (torch's own threads may help with a digest): its CPU time is real, and not far past
+    # the wall's; the clock started after the write read 0.26 ms of wall for 14 ms of CPU
+    assert all(0 < c <= 1.5 * w + 0.5 for c, w in zip(cpu["ms"], wall["ms"], strict=True)), looks
     cpu_net = (min(cpu["ms"]) - fit["fixed_ms"]) / cpu["calls"] - fit["per_call_ms"]
     assert r.timing is not None and r.timing.median_ms / 3 < cpu_net < 3 * r.timing.median_ms, (cpu_net, r.timing)
 
