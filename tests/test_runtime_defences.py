@@ -18,6 +18,7 @@ from conftest import cpu_cfg as lane_cfg
 from cuda_agent.eval import pipeline
 from cuda_agent.eval.api import evaluate_workspace
 from cuda_agent.eval.checks import gate as static_gate
+from cuda_agent.eval.checks import symbols
 from cuda_agent.eval.checks.runtime import disallowed, runtime_findings
 from cuda_agent.eval.checks.speed_of_light import bandwidth_for, finding, floor_ms
 from cuda_agent.eval.child.guards import OpLog, new_threads, thread_ids
@@ -52,6 +53,8 @@ def no_static_gate(monkeypatch):
     # both entry points: workspaces go through static_gate.workspace_findings
     monkeypatch.setattr(pipeline, "static_findings", lambda *a, **k: [])
     monkeypatch.setattr(static_gate, "static_findings", lambda *a, **k: [])
+    # and the post-build symbol check, which rejects what the hostile acts link to (fork, ...) before they run
+    monkeypatch.setattr(symbols, "check", lambda *a, **k: [])
 
 
 # ---- unit level: fast -------------------------------------------------------
