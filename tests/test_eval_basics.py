@@ -216,6 +216,49 @@ def test_compile_that_never_ends_is_killed(tmp_path, cache_env, monkeypatch):
     assert used == ["9.0"]  # the fake compiler ran, not the machine's
 
 
+def test_concurrent_builds_compile_a_shared_unit_once(tmp_path, cache_env, monkeypatch):
+    """Several evaluations at once (the RL warm-up's rollouts) share units: the pristine binding.cpp always,
+    the same answer often. Each unit key is compiled once; the other builds wait for its object."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cuda_agent.eval.build import workspace as build_mod
+    from cuda_agent.eval.build.toolchain import Toolchain
+
+    log = tmp_path / "compiles.txt"
+    fake = tmp_path / "bin" / "cc"
+    fake.parent.mkdir()
+    # a compiler that takes a second and writes its -o file; every call leaves a line
+    fake.write_text(
+        '#!/bin/sh\nout=""; prev=""\nfor a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done\n'
+        f'echo "$out" >> {log}\nsleep 1\necho obj > "$out"\n'
+    )
+    fake.chmod(0o755)
+    tc = Toolchain(
+        nvcc=str(fake),
+        cxx=str(fake),
+        cuda_home="",
+        include_dirs=(),
+        lib_dirs=(),
+        torch_libs=(),
+        defines=(),
+        arch="9.0",
+        versions="fake",
+    )
+    monkeypatch.setattr(build_mod, "toolchain", lambda arch: tc)
+    roots = []
+    for i in range(3):
+        ws = init_workspace(Task.from_file(LANE / "task.py"), tmp_path / f"ws{i}")
+        (ws / "kernels/k.cu").write_text("__global__ void k() {}\n")
+        roots.append(ws)
+    cache = cache_env / "build"
+    with ThreadPoolExecutor(3) as ex:
+        results = list(ex.map(lambda r: build(r, cache, arch="9.0", timeout=120, check_symbols=False), roots))
+    assert all(r.ok for r in results), [r.log for r in results]
+    compiles = [ln for ln in log.read_text().splitlines() if ln.endswith(".tmp.o")]
+    assert len(compiles) == 2, compiles  # kernels/k.cu and binding.cpp, once each across the three builds
+    assert len({r.so_path for r in results}) == 1  # the same objects, so the same module
+
+
 # ---------------------------------------------------------------- CLI
 SCHEMA = {
     "status",

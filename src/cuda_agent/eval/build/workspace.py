@@ -8,7 +8,8 @@ key made of the toolchain fingerprint, the unit's text and the text of every
 local file it `#include`s (recursively); the link is cached under the set of
 object keys. So an edit to one kernel recompiles that kernel and relinks, and
 an unchanged candidate is not rebuilt at all. Compiles run in parallel, each
-in its own process group, under one shared deadline. Failures come back as a
+in its own process group, under one shared deadline; a unit that another build on this
+machine is compiling (same key, same cache) is waited for, not compiled twice. Failures come back as a
 `BuildResult` with the compiler's output, never as an exception. The compilers, their
 flags and the unit key are `toolchain.py`'s.
 
@@ -24,6 +25,7 @@ that a compiler given hostile source is harmless (the sandbox's job).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import threading
@@ -31,6 +33,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from cuda_agent.eval.build.toolchain import MODULE_NAME, _run_compiler, _unit_key, toolchain
 from cuda_agent.eval.channel.processes import tail
@@ -71,6 +74,18 @@ def rejected_build(
     )
 
 
+def _lock_until(lock: IO[str], deadline: float) -> bool:
+    """An exclusive flock on `lock`, waited for until `deadline` (monotonic); False if it never came."""
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+
+
 def build(
     root: Path,
     cache_dir: Path,
@@ -97,14 +112,23 @@ def build(
 
     def compile_one(unit: tuple[Path, Path]) -> tuple[Path, int | None, str]:
         src, obj = unit
-        tmp = obj.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.o")
-        cmd = tc.nvcc_cmd(src, tmp, root) if src.suffix == ".cu" else tc.cxx_cmd(src, tmp, root)
-        r = _run_compiler(cmd, timeout=deadline - time.monotonic(), cwd=root)
-        if r.returncode == 0:
-            os.replace(tmp, obj)
-        else:
-            tmp.unlink(missing_ok=True)
-        return src, r.returncode, r.output
+        # one compile per unit key at a time, machine-wide: a build that finds the same unit being compiled
+        # (the pristine binding.cpp of every evaluation, the same answer in several rollouts) waits for that
+        # object instead of compiling it again beside it (the CPU warm-up, 2026-12-07: four builds at once on
+        # 2 cores, each compiling the same torch-header units, all ran past the 300 s budget)
+        with open(obj.with_suffix(".lock"), "a") as lock:
+            if not _lock_until(lock, deadline):
+                return src, None, "timed out waiting for the same unit's compile in another build"
+            if use_cache and obj.exists():
+                return src, 0, ""
+            tmp = obj.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp.o")
+            cmd = tc.nvcc_cmd(src, tmp, root) if src.suffix == ".cu" else tc.cxx_cmd(src, tmp, root)
+            r = _run_compiler(cmd, timeout=deadline - time.monotonic(), cwd=root)
+            if r.returncode == 0:
+                os.replace(tmp, obj)
+            else:
+                tmp.unlink(missing_ok=True)
+            return src, r.returncode, r.output
 
     logs: list[str] = []
     failed = timed_out = False
