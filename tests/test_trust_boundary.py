@@ -359,27 +359,30 @@ def test_the_cpu_lane_reads_a_busy_machine_by_the_cpu_time_the_kernel_charged():
     wall still sets the time. A 20x lie is still rejected, and one that hides its CPU time (work in a
     process that ends before the reading) escapes the finding and the rejection, not the time."""
     eager = tt.Side("eager", 0.05336, 0.05103, 0.0004)
-    wall, noise, claim = 3.799, 0.01, 0.2466
-    before = tt.judge(claim, wall, noise, [eager], "host", enqueue_ms=claim, bounds=tt.HOST_LANE_BOUNDS)
+    wall, claim = 3.799, 0.2466
+
+    def lane(claim_ms: float, wall_ms: float, cpu_net_ms: float | None = None) -> tt.Verdict:
+        return tt.judge(
+            claim_ms,
+            wall_ms,
+            0.01,
+            [eager],
+            "host",
+            enqueue_ms=claim_ms,
+            bounds=tt.HOST_LANE_BOUNDS,
+            cpu_net_ms=cpu_net_ms,
+        )
+
+    before = lane(claim, wall)
     assert before.kind == "forged"  # the bug, without the CPU time
-    honest = tt.judge(
-        claim, wall, noise, [eager], "host", enqueue_ms=claim, bounds=tt.HOST_LANE_BOUNDS, cpu_net_ms=0.25
-    )
+    honest = lane(claim, wall, 0.25)
     assert honest.kind == "ok" and "by its CPU time" in honest.message, honest
     assert honest.time_ms == pytest.approx(before.time_ms) and honest.equiv_ms > 10 * claim  # the wall counts
-    liar = tt.judge(
-        claim / 20, wall, noise, [eager], "host", enqueue_ms=claim / 20, bounds=tt.HOST_LANE_BOUNDS, cpu_net_ms=0.25
-    )
-    assert liar.kind == "forged"
-    hidden = tt.judge(
-        claim / 20, wall, noise, [eager], "host", enqueue_ms=claim / 20, bounds=tt.HOST_LANE_BOUNDS, cpu_net_ms=0.001
-    )
+    assert lane(claim / 20, wall, 0.25).kind == "forged"
+    hidden = lane(claim / 20, wall, 0.001)
     assert hidden.kind != "forged" and hidden.time_ms == pytest.approx(honest.time_ms)
     # a CPU time above the wall's (threads on several cores) never moves the verdict
-    threads = tt.judge(
-        claim, 0.26, noise, [eager], "host", enqueue_ms=claim, bounds=tt.HOST_LANE_BOUNDS, cpu_net_ms=0.5
-    )
-    alone = tt.judge(claim, 0.26, noise, [eager], "host", enqueue_ms=claim, bounds=tt.HOST_LANE_BOUNDS)
+    threads, alone = lane(claim, 0.26, 0.5), lane(claim, 0.26)
     assert (threads.kind, threads.time_ms) == (alone.kind, alone.time_ms) and "CPU time" not in alone.message
 
 

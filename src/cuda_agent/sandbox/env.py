@@ -19,6 +19,8 @@ then lost, never gained: a caller must use it only where less time can only help
 `shared_lock_dir()` is the machine-wide folder of the evaluator's lock files (the per-GPU timing
 lock, the pool's GPU leases): every sandboxed process gets an empty, read-only folder in its place
 (`box`), because a candidate that could flock those files could stall every timing on its GPU.
+`flock_until(fd, op, deadline, poll_s)` takes such a lock with a deadline (flock(2) has none), by polling:
+the timing lock's and the build cache's per-unit locks.
 
 The parent-death signal belongs to the starting *thread* (prctl(2)), so a process that outlives the
 call starting it (an evaluation's children, the agent's shell) is started by `popen_guarded`: from the
@@ -33,6 +35,7 @@ without util-linux's `setpriv --pdeathsig` gets every command as it was (no guar
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import queue
 import shutil
@@ -44,7 +47,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 LOCK_DIR_ENV = "CUDA_AGENT_LOCK_DIR"
 
@@ -95,6 +98,19 @@ def kill_group(proc: subprocess.Popen[Any], wait_s: float = 10.0) -> None:
         proc.wait(timeout=wait_s)
     except subprocess.TimeoutExpired:
         pass
+
+
+def flock_until(fd: int | IO[Any], op: int, deadline: float, poll_s: float) -> bool:
+    """flock(2) `op` (LOCK_EX or LOCK_SH) on `fd`, tried every `poll_s` seconds until `deadline`
+    (time.monotonic()); False if it never came."""
+    while True:
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(poll_s)
 
 
 def tree_cpu_s(pid: int) -> float | None:

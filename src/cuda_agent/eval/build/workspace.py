@@ -33,12 +33,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from cuda_agent.eval.build.toolchain import MODULE_NAME, _run_compiler, _unit_key, toolchain
 from cuda_agent.eval.channel.processes import tail
 from cuda_agent.eval.checks import symbols
 from cuda_agent.eval.judge.result import Finding
+from cuda_agent.sandbox.env import flock_until
 
 
 @dataclass
@@ -74,18 +74,6 @@ def rejected_build(
     )
 
 
-def _lock_until(lock: IO[str], deadline: float) -> bool:
-    """An exclusive flock on `lock`, waited for until `deadline` (monotonic); False if it never came."""
-    while True:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.1)
-
-
 def build(
     root: Path,
     cache_dir: Path,
@@ -117,7 +105,7 @@ def build(
         # object instead of compiling it again beside it (the CPU warm-up, 2026-12-07: four builds at once on
         # 2 cores, each compiling the same torch-header units, all ran past the 300 s budget)
         with open(obj.with_suffix(".lock"), "a") as lock:
-            if not _lock_until(lock, deadline):
+            if not flock_until(lock, fcntl.LOCK_EX, deadline, poll_s=0.1):  # a compile takes seconds
                 return src, None, "timed out waiting for the same unit's compile in another build"
             if use_cache and obj.exists():
                 return src, 0, ""

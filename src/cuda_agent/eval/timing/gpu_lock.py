@@ -44,7 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.sandbox.env import shared_lock_dir
+from cuda_agent.sandbox.env import flock_until, shared_lock_dir
+
+POLL_S = 0.005  # how often a waiter tries the lock again: a timing waits on it, so not long
 
 
 def lock_dir() -> Path:
@@ -62,26 +64,15 @@ def _paths(key: str, directory: str | Path | None = None) -> tuple[Path, Path]:
     return Path(f"{base}.lock"), Path(f"{base}.lock.gate")
 
 
-def _take(fd: int, op: int, deadline: float) -> bool:
-    while True:
-        try:
-            fcntl.flock(fd, op | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.005)
-
-
 def _through_gate(gate_path: Path, lock_fd: int, op: int, deadline: float) -> bool:
     """Take `op` on the lock after passing the gate. A taker holds the gate only while it waits
     for the lock, so shared takers that come after an exclusive waiter queue behind it (flock alone
     favours no one: with evaluations taking the shared lock in turns, a timing could wait forever)."""
     gate = os.open(gate_path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        if not _take(gate, fcntl.LOCK_EX, deadline):
+        if not flock_until(gate, fcntl.LOCK_EX, deadline, POLL_S):
             return False
-        return _take(lock_fd, op, deadline)
+        return flock_until(lock_fd, op, deadline, POLL_S)
     finally:
         os.close(gate)  # releases the gate
 

@@ -540,6 +540,7 @@ def trusted_verdict(
         return v
     fit = tt.fit_loop(base.loop_small, base.loop_large)
     cand_net = tt.net_ms(rec.looks, fit)
+    cpu = rec.cpu_looks  # the CPU lane's: the CPU seconds the kernel charged the candidate, per look
     sides = [tt.Side("eager", res.eager_timing.median_ms, tt.net_ms(base.eager, fit), tt.noise_ms(base.eager))]
     if base.compiled is not None and res.compile_timing is not None:
         sides.append(
@@ -556,7 +557,7 @@ def trusted_verdict(
         0.5 * floor,
         res.timing.enqueue_ms,
         tt.GPU_BOUNDS if cfg.device == "cuda" else tt.HOST_LANE_BOUNDS,
-        tt.net_ms(cpu, fit) if (cpu := rec.cpu_looks) is not None else None,
+        tt.net_ms(cpu, fit) if cpu is not None else None,
     )
     res.trusted_ms = round(cand_net, 6)
     res.trusted_eager_ms = round(sides[0].net_ms, 6)
@@ -576,11 +577,8 @@ def trusted_verdict(
         },
         "fit": {"fixed_ms": round(fit.fixed_ms, 5), "per_call_ms": round(fit.per_call_ms, 6)},
     }
-    if rec.cpu_looks is not None:  # the CPU lane: the CPU seconds the kernel charged the candidate, per look
-        res.trusted_looks["candidate_cpu"] = {
-            "calls": rec.cpu_looks.calls,
-            "ms": [round(s * 1e3, 4) for s in rec.cpu_seconds],
-        }
+    if cpu is not None:
+        res.trusted_looks["candidate_cpu"] = {"calls": cpu.calls, "ms": [round(s * 1e3, 4) for s in cpu.seconds]}
     res.trusted_tol = round(max(v.tol.values()), 4) if v.tol else None
     res.defences["trusted_clock"] = f"{v.kind}: {v.message}"[:600]
     if v.kind == "forged":
