@@ -18,10 +18,9 @@ import pytest
 
 pytest.importorskip("verl")
 pytest.importorskip("ray")
-# heavy (left out of CI): on a loaded 2-core machine the CPU lane's clock rejected the honest relu(x) * 2
-# candidate as timing-forged (2026-12-07, 48806a0: its burst read 3.8 ms per call against its own 0.25 ms,
-# four evaluations and verl's workers sharing two cores), so every reward was -1 and the test failed; and it
-# takes over ten minutes there. The clock's bug is recorded for the next session (closing note of stop 50).
+# heavy (left out of CI): about nine minutes on a 2-core machine (547 s, 2026-12-08, 6165f4e), more than CI's
+# hour has room for. Its every-reward -1 failure of 2026-12-07 was the candidates' builds running at once past
+# the compile budget (build/workspace.py now waits for a unit another build is compiling), not the clock.
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 import yaml  # noqa: E402
